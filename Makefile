@@ -1,0 +1,54 @@
+# The two commands of the README (`make run`, `make test`) and the development targets.
+# Every target does its own setup on a fresh Debian 12 machine (scripts/setup is idempotent).
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+CMAKE_FLAGS ?=
+
+.PHONY: all setup build run test unit-asan fuzz-smoke bench format format-check clean
+
+all: build
+
+setup:
+	@bash scripts/setup
+
+build: setup
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)
+
+# The best the project runs today: decode a real engine payload and hash a prompt.
+# (Becomes `kvgate serve --mock-workers 4` once the gateway lands.)
+run: build
+	@bash scripts/demo $(BUILD)/kvgate
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j2
+	@$(MAKE) --no-print-directory unit-asan fuzz-smoke format-check
+
+# Unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+unit-asan: setup
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON >/dev/null
+	@cmake --build $(ASAN_BUILD) --target kvgate_unit_tests kvgate
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2 -L unit
+
+# Builds the libFuzzer targets with clang-14 and runs the decoder fuzzer briefly.
+fuzz-smoke: setup
+	@CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD) --target fuzz_decode
+	@mkdir -p $(FUZZ_BUILD)/corpus-decode
+	$(FUZZ_BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 \
+	  $(FUZZ_BUILD)/corpus-decode fuzz/corpus/decode 2>&1 | tail -n 3
+
+bench: build
+	$(BUILD)/bench/decode_bench
+	$(BUILD)/bench/index_bench
+
+format: build
+	@cmake --build $(BUILD) --target format
+
+format-check: build
+	@cmake --build $(BUILD) --target format-check
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,0 +1,15 @@
+// Registration of kvgate's subcommands; each lives in its own file and sets `exit_code`
+// when it runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvgate::app {
+
+void AddEventsCommand(CLI::App& app, int& exit_code);
+void AddHashCommand(CLI::App& app, int& exit_code);
+// serve, mocker, replay, tokenize, template: their flags and help are real; running them
+// says they have not landed yet and exits 2.
+void AddPendingCommands(CLI::App& app, int& exit_code);
+
+}  // namespace kvgate::app

@@ -1,0 +1,121 @@
+// The prefix index: which worker holds which prefix of KV blocks, on which tier, learned
+// from KV events (DESIGN.md §5). It answers, for a request's local block hashes, how many
+// leading blocks each (worker, dp_rank) holds.
+//
+// Shape: a radix tree over local block hashes whose nodes are keyed by the chained
+// sequence hash (a node *is* a prefix; its parent edge is implicit in the chain), stored in
+// one flat hash map. Each node lists its holders as packed (slot, tier mask) words. Per
+// worker, a map from the engine's own block hash to the node resolves removals and parent
+// links; kvgate never matches on engine hashes.
+//
+// Concurrency: one writer applies whole batches under an exclusive lock; readers match
+// under a shared lock and never block each other. A batch is small (microseconds), so a
+// reader waits at most one batch; bench/index_bench measures match latency with the writer
+// running.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <shared_mutex>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "wire/event.h"
+
+namespace kvgate::kv {
+
+struct WorkerKey {
+  uint32_t worker = 0;
+  uint32_t dp_rank = 0;
+  friend bool operator==(const WorkerKey&, const WorkerKey&) = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const WorkerKey& k) {
+    return H::combine(std::move(h), k.worker, k.dp_rank);
+  }
+};
+
+// Leading blocks a worker holds for one request, each counted on its best tier.
+struct Overlap {
+  WorkerKey worker;
+  std::array<uint32_t, wire::kNumTiers> blocks{};  // indexed by wire::Tier
+  uint32_t total() const { return blocks[0] + blocks[1] + blocks[2] + blocks[3]; }
+};
+
+// What applying events did; the stream layer adds these to its per-worker counters.
+struct ApplyStats {
+  uint64_t stored_blocks = 0;
+  uint64_t removed_blocks = 0;
+  uint64_t cleared = 0;
+  uint64_t unknown_parent = 0;       // stores skipped whole: parent never stored here
+  uint64_t block_size_mismatch = 0;  // stores skipped: engine block size != index block size
+  uint64_t token_count_mismatch = 0; // stores skipped: token ids do not fill the blocks
+  uint64_t unknown_removal = 0;      // removed hashes this worker never stored (ignored)
+};
+
+struct IndexStats {
+  size_t nodes = 0;    // distinct prefixes (blocks) held by at least one worker
+  size_t entries = 0;  // (block, worker) pairs
+  size_t workers = 0;
+  size_t approx_bytes = 0;  // heap memory of the index's tables
+};
+
+class PrefixIndex {
+ public:
+  explicit PrefixIndex(uint32_t block_size);
+  PrefixIndex(const PrefixIndex&) = delete;
+  PrefixIndex& operator=(const PrefixIndex&) = delete;
+
+  uint32_t block_size() const { return block_size_; }
+
+  // --- writer side (one thread) ---
+  // Applies every stored/removed/cleared event of `batch` for `worker` (invalid and dropped
+  // events are the decoder's business and are skipped here).
+  void ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, ApplyStats& stats);
+  // Drops every block of one (worker, dp_rank): AllBlocksCleared.
+  void ClearWorker(WorkerKey worker);
+  // Drops every block of every dp rank of `worker`: engine restart, worker removed.
+  void RemoveWorker(uint32_t worker);
+
+  // --- reader side (any thread) ---
+  // Per worker holding at least the first block: leading blocks held, by tier. Order is
+  // unspecified. `out` is cleared first.
+  void Match(std::span<const uint64_t> local_hashes, std::vector<Overlap>& out) const;
+
+  IndexStats Stats() const;
+
+ private:
+  // A holder word: slot << kTierBits | tier mask.
+  static constexpr uint32_t kTierBits = 4;
+  using Holders = absl::InlinedVector<uint32_t, 2>;
+  struct Node {
+    Holders holders;
+  };
+  struct WorkerBlocks {
+    WorkerKey key;
+    bool live = false;
+    absl::flat_hash_map<uint64_t, uint64_t> engine_to_seq;  // engine block hash -> node key
+  };
+
+  uint32_t SlotFor(WorkerKey worker);
+  void ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                   ApplyStats& stats);
+  void ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                    ApplyStats& stats);
+  void Attach(uint32_t slot, uint64_t seq, uint32_t tier_bit);
+  // Clears `tier_mask` bits of slot's holder word on node `seq`; returns the bits left.
+  uint32_t Detach(uint32_t slot, uint64_t seq, uint32_t tier_mask);
+  void ClearSlot(uint32_t slot);
+
+  const uint32_t block_size_;
+  mutable std::shared_mutex mu_;
+  absl::flat_hash_map<uint64_t, Node> nodes_;
+  std::vector<WorkerBlocks> slots_;
+  absl::flat_hash_map<WorkerKey, uint32_t> slot_of_;
+  std::vector<uint32_t> free_slots_;
+  // Writer scratch, reused across events.
+  std::vector<uint64_t> local_scratch_;
+};
+
+}  // namespace kvgate::kv

@@ -1,0 +1,269 @@
+#include "wire/decode.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "msgpack_builder.h"
+
+namespace kvgate::wire {
+namespace {
+
+using testing::MsgpackBuilder;
+
+std::vector<uint32_t> Tokens(const DecodedBatch& b, const Event& e) {
+  auto t = b.TokenIds(e);
+  return {t.begin(), t.end()};
+}
+std::vector<uint64_t> Hashes(const DecodedBatch& b, const Event& e) {
+  auto h = b.BlockHashes(e);
+  return {h.begin(), h.end()};
+}
+
+TEST(Decode, PositionalStoredWithEveryField) {
+  MsgpackBuilder m;
+  m.pk.pack_array(3);
+  m.pk.pack(1.5);
+  m.pk.pack_array(1);
+  m.pk.pack_array(13);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int64_t>{11, -1});
+  m.pk.pack(7);
+  m.pk.pack(std::vector<uint64_t>{1, 2, 3, 4});
+  m.pk.pack(2);
+  m.pk.pack_nil();  // lora_id
+  m.pk.pack("CPU");
+  m.pk.pack("adapter-a");
+  m.pk.pack_array(1);
+  m.pk.pack("salt");
+  m.pk.pack(0);
+  m.pk.pack("full_attention");
+  m.pk.pack_nil();
+  m.pk.pack(42);  // extra trailing field: ignored
+  m.pk.pack(3);
+
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  EXPECT_EQ(b.ts, 1.5);
+  EXPECT_EQ(b.dp_rank, 3);
+  ASSERT_EQ(b.events.size(), 1u);
+  const Event& e = b.events[0];
+  EXPECT_EQ(e.kind, EventKind::kStored);
+  EXPECT_EQ(Hashes(b, e), (std::vector<uint64_t>{11, ~uint64_t{0}}));
+  EXPECT_TRUE(e.has_parent);
+  EXPECT_EQ(e.parent_hash, 7u);
+  EXPECT_EQ(Tokens(b, e), (std::vector<uint32_t>{1, 2, 3, 4}));
+  EXPECT_EQ(e.block_size, 2u);
+  EXPECT_EQ(e.medium, Tier::kHost);
+  EXPECT_EQ(b.LoraName(e), "adapter-a");
+  ASSERT_EQ(e.extra_keys.size, 1u);
+  EXPECT_EQ(b.Text(b.extra_keys[e.extra_keys.offset]), "salt");
+}
+
+TEST(Decode, MapEventWithTypeLastAndUnknownKeys) {
+  MsgpackBuilder m;
+  m.pk.pack_map(2);
+  m.pk.pack("ts");
+  m.pk.pack(2);
+  m.pk.pack("events");
+  m.pk.pack_array(1);
+  m.pk.pack_map(5);
+  m.pk.pack("block_hashes");
+  m.pk.pack(std::vector<int>{5});
+  m.pk.pack("future_field");
+  m.pk.pack_map(1);
+  m.pk.pack("x");
+  m.pk.pack(std::vector<int>{1, 2});
+  m.pk.pack("token_ids");
+  m.pk.pack(std::vector<int>{9, 8});
+  m.pk.pack("block_size");
+  m.pk.pack(2);
+  m.pk.pack("type");
+  m.pk.pack("BlockStored");
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  EXPECT_EQ(b.ts, 2.0);
+  EXPECT_FALSE(b.dp_rank.has_value());
+  ASSERT_EQ(b.events.size(), 1u);
+  EXPECT_EQ(b.events[0].kind, EventKind::kStored);
+  EXPECT_FALSE(b.events[0].has_parent);
+  EXPECT_EQ(Tokens(b, b.events[0]), (std::vector<uint32_t>{9, 8}));
+}
+
+TEST(Decode, WideIdsFoldOnlyAboveU32) {
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(0.0);
+  m.pk.pack_array(1);
+  m.pk.pack_array(5);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  const uint64_t wide = (uint64_t{1} << 62) + 12345;
+  m.pk.pack(std::vector<uint64_t>{0xFFFFFFFFull, 0x100000000ull, wide, 17});
+  m.pk.pack(4);
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  ASSERT_EQ(b.events[0].kind, EventKind::kStored);
+  EXPECT_EQ(Tokens(b, b.events[0]),
+            (std::vector<uint32_t>{0xFFFFFFFFu, 1'000'000u, 1'000'000u + 12345u, 17u}));
+}
+
+TEST(Decode, BigramPairsBecomeTokensAndMarkEagle) {
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(0.0);
+  m.pk.pack_array(1);
+  m.pk.pack_array(5);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  m.pk.pack(std::vector<std::vector<int>>{{10, 11}, {11, 12}, {12, 13}});
+  m.pk.pack(2);
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  EXPECT_TRUE(b.events[0].is_eagle);
+  EXPECT_EQ(Tokens(b, b.events[0]), (std::vector<uint32_t>{10, 11, 12, 13}));
+}
+
+TEST(Decode, BytesHashesUseLastEightBytesBigEndian) {
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(0.0);
+  m.pk.pack_array(1);
+  m.pk.pack_array(3);
+  m.pk.pack("BlockRemoved");
+  m.pk.pack_array(2);
+  const char digest[10] = {9, 9, 1, 2, 3, 4, 5, 6, 7, 8};
+  m.pk.pack_bin(10);
+  m.pk.pack_bin_body(digest, 10);
+  const char short_digest[2] = {1, 2};
+  m.pk.pack_bin(2);
+  m.pk.pack_bin_body(short_digest, 2);
+  m.pk.pack("DISK");
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  EXPECT_EQ(Hashes(b, b.events[0]), (std::vector<uint64_t>{0x0102030405060708ull, 0x0102ull}));
+  EXPECT_EQ(b.events[0].medium, Tier::kDisk);
+}
+
+TEST(Decode, BadEventsAreIsolated) {
+  MsgpackBuilder m;
+  m.pk.pack_array(3);
+  m.pk.pack(0.0);
+  m.pk.pack_array(7);
+  // 0: unknown tag
+  m.pk.pack_array(2);
+  m.pk.pack("BlockFrobbed");
+  m.pk.pack(std::vector<int>{1});
+  // 1: negative token id, mid-array
+  m.pk.pack_array(5);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  m.pk.pack(std::vector<int>{1, -2, 3, 4});
+  m.pk.pack(4);
+  // 2: truncated positional stored (no token ids)
+  m.pk.pack_array(3);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  // 3: valid removal
+  m.pk.pack_array(2);
+  m.pk.pack("BlockRemoved");
+  m.pk.pack(std::vector<int>{77});
+  // 4: not a container
+  m.pk.pack(5);
+  // 5: float token id inside a bigram pair
+  m.pk.pack_array(5);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  m.pk.pack_array(1);
+  m.pk.pack_array(2);
+  m.pk.pack(1.5);
+  m.pk.pack(2);
+  m.pk.pack(1);
+  // 6: sliding window: dropped, not invalid
+  m.pk.pack_map(5);
+  m.pk.pack("type");
+  m.pk.pack("BlockStored");
+  m.pk.pack("block_hashes");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack("token_ids");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack("block_size");
+  m.pk.pack(1);
+  m.pk.pack("kv_cache_spec_kind");
+  m.pk.pack("sliding_window");
+  m.pk.pack(0);
+
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  ASSERT_EQ(b.events.size(), 7u);
+  const EventKind want[] = {EventKind::kInvalid, EventKind::kInvalid, EventKind::kInvalid,
+                            EventKind::kRemoved, EventKind::kInvalid, EventKind::kInvalid,
+                            EventKind::kDropped};
+  for (size_t i = 0; i < 7; ++i) {
+    EXPECT_EQ(b.events[i].kind, want[i]) << "event " << i << ": " << b.events[i].message;
+    EXPECT_EQ(b.events[i].index, i);
+  }
+  EXPECT_NE(b.events[0].message.find("BlockFrobbed"), std::string::npos);
+  EXPECT_NE(b.events[1].message.find("negative"), std::string::npos);
+  EXPECT_NE(b.events[2].message.find("truncated"), std::string::npos);
+  EXPECT_NE(b.events[6].message.find("sliding_window"), std::string::npos);
+  EXPECT_EQ(Hashes(b, b.events[3]), (std::vector<uint64_t>{77}));
+  // Failed events leave nothing behind in the arenas: only the dropped event's token is there.
+  EXPECT_EQ(b.tokens.size(), 1u);
+  EXPECT_EQ(b.events[6].token_ids.size, 1u);
+}
+
+TEST(Decode, NotAnEventBatch) {
+  DecodedBatch b;
+  EXPECT_FALSE(DecodeEventBatch("", b).ok());
+  MsgpackBuilder scalar;
+  scalar.pk.pack(5);
+  EXPECT_FALSE(DecodeEventBatch(scalar.str(), b).ok());
+  MsgpackBuilder short_array;
+  short_array.pk.pack(std::vector<int>{1});
+  EXPECT_FALSE(DecodeEventBatch(short_array.str(), b).ok());
+  MsgpackBuilder events_not_array;
+  events_not_array.pk.pack_array(2);
+  events_not_array.pk.pack(0.0);
+  events_not_array.pk.pack("nope");
+  EXPECT_FALSE(DecodeEventBatch(events_not_array.str(), b).ok());
+  MsgpackBuilder map_without_events;
+  map_without_events.pk.pack_map(1);
+  map_without_events.pk.pack("ts");
+  map_without_events.pk.pack(1.0);
+  EXPECT_FALSE(DecodeEventBatch(map_without_events.str(), b).ok());
+  MsgpackBuilder good;
+  good.pk.pack_array(2);
+  good.pk.pack(0.0);
+  good.pk.pack_array(0);
+  const std::string payload = good.str();
+  EXPECT_TRUE(DecodeEventBatch(payload, b).ok());
+  EXPECT_FALSE(DecodeEventBatch(payload.substr(0, payload.size() - 1), b).ok());
+  EXPECT_FALSE(DecodeEventBatch(payload + "x", b).ok());
+}
+
+TEST(Decode, DeepNestingInIgnoredFieldsIsSkipped) {
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(0.0);
+  m.pk.pack_array(1);
+  m.pk.pack_array(6);
+  m.pk.pack("BlockStored");
+  m.pk.pack(std::vector<int>{1});
+  m.pk.pack_nil();
+  m.pk.pack(std::vector<int>{1, 2});
+  m.pk.pack(2);
+  for (int i = 0; i < 1000; ++i) m.pk.pack_array(1);  // lora_id: ignored, however deep
+  m.pk.pack(1);
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  EXPECT_EQ(b.events[0].kind, EventKind::kStored);
+}
+
+}  // namespace
+}  // namespace kvgate::wire

@@ -1,0 +1,237 @@
+#include "kv/prefix_index.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "kv/block_hash.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
+
+namespace kvgate::kv {
+namespace {
+
+constexpr uint32_t kBs = 4;
+
+// Content-defined engine hash, like a real engine's (distinct from kvgate's own hashes).
+uint64_t EngineHash(uint64_t seq) { return seq * 0x9E3779B97F4A7C15ull + 1; }
+
+struct Doc {
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> local, seq;
+};
+
+Doc MakeDoc(std::vector<uint32_t> tokens) {
+  Doc d{std::move(tokens), {}, {}};
+  AppendLocalBlockHashes(d.tokens, kBs, kDefaultSeed, false, d.local);
+  SequenceHashes(d.local, d.seq);
+  return d;
+}
+
+wire::StoredBlocks Store(const Doc& d, size_t from, size_t to, wire::Tier tier) {
+  wire::StoredBlocks s;
+  for (size_t i = from; i < to; ++i) s.block_hashes.push_back(EngineHash(d.seq[i]));
+  if (from > 0) s.parent_hash = EngineHash(d.seq[from - 1]);
+  s.token_ids.assign(d.tokens.begin() + from * kBs, d.tokens.begin() + to * kBs);
+  s.block_size = kBs;
+  s.medium = tier;
+  return s;
+}
+
+ApplyStats Apply(PrefixIndex& index, WorkerKey w, std::vector<wire::OutEvent> events) {
+  wire::DecodedBatch batch;
+  const std::string payload = wire::EncodeEventBatch(0, w.dp_rank, events, {});
+  EXPECT_TRUE(wire::DecodeEventBatch(payload, batch).ok());
+  ApplyStats stats;
+  index.ApplyBatch(w, batch, stats);
+  return stats;
+}
+
+using Blocks = std::array<uint32_t, 4>;
+using Key = std::pair<uint32_t, uint32_t>;
+
+std::map<Key, Blocks> MatchMap(
+    const PrefixIndex& index, const std::vector<uint64_t>& local) {
+  std::vector<Overlap> out;
+  index.Match(local, out);
+  std::map<Key, Blocks> m;
+  for (const Overlap& o : out) m[{o.worker.worker, o.worker.dp_rank}] = o.blocks;
+  return m;
+}
+
+Doc Counting(uint32_t start, size_t blocks) {
+  std::vector<uint32_t> t(blocks * kBs);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = start + static_cast<uint32_t>(i);
+  return MakeDoc(t);
+}
+
+TEST(PrefixIndex, ChainsAcrossEventsAndStopsAtRemovedBlock) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(100, 6);
+  const WorkerKey a{1, 0};
+  EXPECT_EQ(Apply(index, a, {Store(d, 0, 3, wire::Tier::kDevice)}).stored_blocks, 3u);
+  EXPECT_EQ(Apply(index, a, {Store(d, 3, 6, wire::Tier::kDevice)}).stored_blocks, 3u);
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{6, 0, 0, 0}));
+
+  Apply(index, a, {wire::RemovedBlocks{{EngineHash(d.seq[2])}, wire::Tier::kDevice}});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{2, 0, 0, 0}));
+  // A request that diverges after block 1 matches 1 block.
+  Doc other = d;
+  other.tokens[kBs + 1] = 7;
+  other = MakeDoc(other.tokens);
+  EXPECT_EQ(MatchMap(index, other.local)[Key(1, 0)], (Blocks{1, 0, 0, 0}));
+}
+
+TEST(PrefixIndex, UnknownParentSkipsTheWholeStore) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 4);
+  const ApplyStats s = Apply(index, {1, 0}, {Store(d, 2, 4, wire::Tier::kDevice)});
+  EXPECT_EQ(s.unknown_parent, 1u);
+  EXPECT_EQ(s.stored_blocks, 0u);
+  EXPECT_EQ(index.Stats().nodes, 0u);
+}
+
+TEST(PrefixIndex, BlockSizeAndTokenCountMismatchesAreSkipped) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 2);
+  wire::StoredBlocks wrong_size = Store(d, 0, 2, wire::Tier::kDevice);
+  wrong_size.block_size = 8;
+  wire::StoredBlocks short_tokens = Store(d, 0, 2, wire::Tier::kDevice);
+  short_tokens.token_ids.pop_back();
+  const ApplyStats s = Apply(index, {1, 0}, {wrong_size, short_tokens});
+  EXPECT_EQ(s.block_size_mismatch, 1u);
+  EXPECT_EQ(s.token_count_mismatch, 1u);
+  EXPECT_EQ(index.Stats().nodes, 0u);
+}
+
+TEST(PrefixIndex, TiersDpRanksClearAndRemoveWorker) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 4);
+  Apply(index, {1, 0}, {Store(d, 0, 2, wire::Tier::kDevice), Store(d, 2, 4, wire::Tier::kHost)});
+  Apply(index, {1, 1}, {Store(d, 0, 4, wire::Tier::kDisk)});
+  Apply(index, {2, 0}, {Store(d, 0, 1, wire::Tier::kHost), Store(d, 0, 1, wire::Tier::kDevice)});
+  auto m = MatchMap(index, d.local);
+  EXPECT_EQ(m[std::make_pair(1u, 0u)], (Blocks{2, 2, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(1u, 1u)], (Blocks{0, 0, 4, 0}));
+  EXPECT_EQ(m[std::make_pair(2u, 0u)], (Blocks{1, 0, 0, 0}));
+
+  // Removing the device copy leaves the host copy.
+  Apply(index, {2, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[0])}, wire::Tier::kDevice}});
+  EXPECT_EQ(MatchMap(index, d.local)[std::make_pair(2u, 0u)],
+            (Blocks{0, 1, 0, 0}));
+
+  Apply(index, {1, 1}, {wire::AllCleared{}});
+  m = MatchMap(index, d.local);
+  EXPECT_FALSE(m.contains(std::make_pair(1u, 1u)));
+  EXPECT_TRUE(m.contains(std::make_pair(1u, 0u)));
+
+  Apply(index, {1, 1}, {Store(d, 0, 4, wire::Tier::kDisk)});
+  index.RemoveWorker(1);
+  m = MatchMap(index, d.local);
+  EXPECT_EQ(m.size(), 1u);
+  EXPECT_TRUE(m.contains(std::make_pair(2u, 0u)));
+  EXPECT_EQ(index.Stats().entries, 1u);
+}
+
+TEST(PrefixIndex, LoraStoresOnlyMatchLoraRequests) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 2);
+  wire::StoredBlocks s = Store(d, 0, 2, wire::Tier::kDevice);
+  s.lora_name = "ad";
+  Apply(index, {1, 0}, {s});
+  EXPECT_TRUE(MatchMap(index, d.local).empty());
+  std::vector<uint64_t> lora_local;
+  AppendLocalBlockHashes(d.tokens, kBs, BlockHashSeed("ad"), false, lora_local);
+  EXPECT_EQ(MatchMap(index, lora_local)[std::make_pair(1u, 0u)][0], 2u);
+}
+
+// 100k random operations against a plain model: per worker, engine hash -> (seq, tiers).
+TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
+  std::mt19937_64 rng(12345);
+  // Documents share prefixes: each starts as a prefix of an earlier one.
+  std::vector<Doc> docs;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<uint32_t> tokens;
+    if (!docs.empty() && rng() % 4 != 0) {
+      const Doc& base = docs[rng() % docs.size()];
+      const size_t keep = rng() % (base.local.size() + 1);
+      tokens.assign(base.tokens.begin(), base.tokens.begin() + keep * kBs);
+    }
+    const size_t extra = 1 + rng() % 8;
+    for (size_t t = 0; t < extra * kBs; ++t) tokens.push_back(rng() % 50);
+    docs.push_back(MakeDoc(tokens));
+  }
+  const WorkerKey workers[] = {{0, 0}, {0, 1}, {1, 0}, {2, 0}, {3, 0}};
+  struct Held {
+    uint64_t seq;
+    uint32_t tiers;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, std::map<uint64_t, Held>> model;
+  PrefixIndex index(kBs);
+
+  auto model_match = [&](const std::vector<uint64_t>& seq) {
+    std::map<Key, Blocks> m;
+    for (auto& [w, held] : model) {
+      std::map<uint64_t, uint32_t> by_seq;
+      for (auto& [eh, h] : held) by_seq[h.seq] |= h.tiers;
+      std::array<uint32_t, 4> blocks{};
+      for (uint64_t s : seq) {
+        auto it = by_seq.find(s);
+        if (it == by_seq.end() || it->second == 0) break;
+        ++blocks[std::countr_zero(it->second)];
+      }
+      if (blocks[0] + blocks[1] + blocks[2] + blocks[3] > 0) m[w] = blocks;
+    }
+    return m;
+  };
+
+  for (int op = 0; op < 100000; ++op) {
+    const WorkerKey w = workers[rng() % std::size(workers)];
+    auto& held = model[{w.worker, w.dp_rank}];
+    const uint64_t r = rng() % 100;
+    if (r < 45) {
+      const Doc& d = docs[rng() % docs.size()];
+      const size_t from = rng() % d.local.size();
+      const size_t to = from + 1 + rng() % (d.local.size() - from);
+      const auto tier = static_cast<wire::Tier>(rng() % 3);
+      Apply(index, w, {Store(d, from, to, tier)});
+      if (from == 0 || held.contains(EngineHash(d.seq[from - 1]))) {
+        for (size_t i = from; i < to; ++i) {
+          Held& h = held[EngineHash(d.seq[i])];
+          h.seq = d.seq[i];
+          h.tiers |= 1u << static_cast<uint32_t>(tier);
+        }
+      }
+    } else if (r < 85) {
+      if (held.empty()) continue;
+      auto it = held.begin();
+      std::advance(it, rng() % held.size());
+      const auto tier = static_cast<wire::Tier>(rng() % 3);
+      Apply(index, w, {wire::RemovedBlocks{{it->first}, tier}});
+      it->second.tiers &= ~(1u << static_cast<uint32_t>(tier));
+      if (it->second.tiers == 0) held.erase(it);
+    } else if (r < 86) {
+      Apply(index, w, {wire::AllCleared{}});
+      held.clear();
+    } else {
+      const Doc& d = docs[rng() % docs.size()];
+      const size_t n = 1 + rng() % d.local.size();
+      const std::vector<uint64_t> local(d.local.begin(), d.local.begin() + n);
+      const std::vector<uint64_t> seq(d.seq.begin(), d.seq.begin() + n);
+      ASSERT_EQ(MatchMap(index, local), model_match(seq)) << "op " << op;
+    }
+  }
+  size_t entries = 0;
+  for (auto& [w, held] : model) {
+    std::set<uint64_t> seqs;
+    for (auto& [eh, h] : held) seqs.insert(h.seq);
+    entries += seqs.size();
+  }
+  EXPECT_EQ(index.Stats().entries, entries);
+}
+
+}  // namespace
+}  // namespace kvgate::kv

@@ -1,0 +1,173 @@
+#include "routing/router.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "kv/block_hash.h"
+#include "wire/decode.h"
+#include "wire/encode.h"
+
+namespace kvgate::routing {
+namespace {
+
+constexpr uint32_t kBs = 4;
+
+struct Fixture {
+  kv::PrefixIndex index{kBs};
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> local;
+
+  explicit Fixture(size_t blocks) {
+    for (uint32_t i = 0; i < blocks * kBs; ++i) tokens.push_back(1000 + i);
+    kv::AppendLocalBlockHashes(tokens, kBs, kv::kDefaultSeed, false, local);
+  }
+  // `worker` caches the first `blocks` blocks of the prompt on `tier`.
+  void Cache(uint32_t worker, size_t blocks, wire::Tier tier = wire::Tier::kDevice) {
+    wire::StoredBlocks s;
+    for (size_t i = 0; i < blocks; ++i) s.block_hashes.push_back(worker * 1000 + i);
+    s.token_ids.assign(tokens.begin(), tokens.begin() + blocks * kBs);
+    s.block_size = kBs;
+    s.medium = tier;
+    const std::vector<wire::OutEvent> events = {s};
+    wire::DecodedBatch batch;
+    ASSERT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, events, {}), batch).ok());
+    kv::ApplyStats stats;
+    index.ApplyBatch({worker, 0}, batch, stats);
+  }
+};
+
+RouterConfig Config(Policy policy, double temperature = 0) {
+  RouterConfig c;
+  c.policy = policy;
+  c.block_size = kBs;
+  c.kv.temperature = temperature;
+  c.seed = 99;
+  return c;
+}
+
+TEST(Router, PrefixWinsUnderEqualLoad) {
+  Fixture f(8);
+  f.Cache(2, 6);
+  Router r(Config(Policy::kKv), &f.index);
+  for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
+  auto d = r.Route({f.local, static_cast<uint32_t>(f.tokens.size()), {}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->worker.worker, 2u);
+  EXPECT_EQ(d->cached_blocks, 6u);
+  // cost = (0 + 32)/4 - 6 = 2 prefill blocks, no decode blocks or requests yet.
+  EXPECT_DOUBLE_EQ(d->cost, 2.0);
+  // The request is in flight there: 8 tokens to prefill, 8 blocks, one request.
+  EXPECT_EQ(r.Load({2, 0}).prefill_tokens, 8u);
+  EXPECT_EQ(r.Load({2, 0}).decode_blocks, 8u);
+  EXPECT_EQ(r.Load({2, 0}).requests, 1u);
+  r.OnFirstToken(d->id);
+  EXPECT_EQ(r.Load({2, 0}).prefill_tokens, 0u);
+  r.OnFinished(d->id);
+  EXPECT_EQ(r.Load({2, 0}).requests, 0u);
+  EXPECT_EQ(r.Load({2, 0}).decode_blocks, 0u);
+}
+
+TEST(Router, HostAndDiskCountLessThanDevice) {
+  Fixture f(8);
+  f.Cache(0, 8, wire::Tier::kDisk);  // credit 2
+  f.Cache(1, 4, wire::Tier::kHost);  // credit 3
+  Router r(Config(Policy::kKv), &f.index);
+  r.AddWorker({0, 0});
+  r.AddWorker({1, 0});
+  auto d = r.Route({f.local, 32, {}});
+  EXPECT_EQ(d->worker.worker, 1u);
+  EXPECT_DOUBLE_EQ(d->cost, 8 - 3.0);
+}
+
+TEST(Router, LoadWinsWhenTheCachedWorkerIsSaturated) {
+  Fixture f(8);
+  f.Cache(1, 8);
+  Router r(Config(Policy::kKv), &f.index);
+  r.AddWorker({0, 0});
+  r.AddWorker({1, 0});
+  // Pile unrelated long prompts onto worker 1 (by excluding worker 0).
+  const kv::WorkerKey exclude0[] = {{0, 0}};
+  for (int i = 0; i < 10; ++i) {
+    auto d = r.Route({{}, 400, exclude0});
+    ASSERT_EQ(d->worker.worker, 1u);
+  }
+  auto d = r.Route({f.local, 32, {}});
+  EXPECT_EQ(d->worker.worker, 0u);
+}
+
+TEST(Router, TiesPreferFewerCachedBlocksThenSpreadRandomly) {
+  Fixture f(2);
+  Router r(Config(Policy::kKv), &f.index);
+  for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
+  std::map<uint32_t, int> seen;
+  for (int i = 0; i < 400; ++i) {
+    auto d = r.Route({{}, 0, {}});  // zero-cost requests: every worker ties
+    ++seen[d->worker.worker];
+    r.OnFinished(d->id);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+  for (auto& [w, n] : seen) EXPECT_GT(n, 50) << w;
+}
+
+TEST(Router, TemperatureSpreadsTemperatureZeroDoesNot) {
+  Fixture f(8);
+  f.Cache(3, 8);
+  for (double t : {0.0, 1.0}) {
+    Router r(Config(Policy::kKv, t), &f.index);
+    for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
+    std::map<uint32_t, int> seen;
+    for (int i = 0; i < 200; ++i) {
+      auto d = r.Route({f.local, 32, {}});
+      ++seen[d->worker.worker];
+      r.OnFinished(d->id);
+    }
+    if (t == 0) {
+      EXPECT_EQ(seen.size(), 1u);
+      EXPECT_EQ(seen[3], 200);
+    } else {
+      EXPECT_GT(seen.size(), 1u);
+      EXPECT_GT(seen[3], 200 / 4);  // the cheapest is still the most likely
+    }
+  }
+}
+
+TEST(Router, BaselinesAndWorkerLifecycle) {
+  Router rr(Config(Policy::kRoundRobin), nullptr);
+  for (uint32_t w = 0; w < 3; ++w) rr.AddWorker({w, 0});
+  EXPECT_EQ(rr.Route({})->worker.worker, 0u);
+  EXPECT_EQ(rr.Route({})->worker.worker, 1u);
+  EXPECT_EQ(rr.Route({})->worker.worker, 2u);
+  rr.DrainWorker({1, 0});
+  for (int i = 0; i < 6; ++i) EXPECT_NE(rr.Route({})->worker.worker, 1u);
+  rr.RemoveWorker({0, 0});
+  rr.RemoveWorker({2, 0});
+  EXPECT_FALSE(rr.Route({}).has_value());
+  rr.AddWorker({1, 0});  // un-drain
+  EXPECT_EQ(rr.Route({})->worker.worker, 1u);
+
+  Router ll(Config(Policy::kLeastLoaded), nullptr);
+  ll.AddWorker({0, 0});
+  ll.AddWorker({1, 0});
+  const auto first = ll.Route({{}, 10, {}});
+  const auto second = ll.Route({{}, 10, {}});
+  EXPECT_NE(first->worker, second->worker);
+  ll.OnFinished(first->id);
+  EXPECT_EQ(ll.Route({{}, 10, {}})->worker, first->worker);
+}
+
+TEST(Router, ApproxFollowsItsOwnHistoryUntilImbalanced) {
+  Fixture f(8);
+  RouterConfig c = Config(Policy::kApprox);
+  Router r(c, nullptr);
+  for (uint32_t w = 0; w < 3; ++w) r.AddWorker({w, 0});
+  const auto first = r.Route({f.local, 32, {}});
+  // Same prompt again: full approximate match -> same worker.
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(r.Route({f.local, 32, {}})->worker, first->worker);
+  // 21 in flight there vs 0 elsewhere is not yet imbalanced (needs > 32); push further.
+  for (int i = 0; i < 12; ++i) r.Route({f.local, 32, {}});
+  EXPECT_NE(r.Route({f.local, 32, {}})->worker, first->worker);
+}
+
+}  // namespace
+}  // namespace kvgate::routing
