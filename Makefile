@@ -37,8 +37,11 @@ fuzz-smoke: setup
 	@CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_FUZZ=ON >/dev/null
 	@cmake --build $(FUZZ_BUILD) --target fuzz_decode
 	@mkdir -p $(FUZZ_BUILD)/corpus-decode
-	$(FUZZ_BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 \
-	  $(FUZZ_BUILD)/corpus-decode fuzz/corpus/decode 2>&1 | tail -n 3
+	@echo "fuzz_decode: $(FUZZ_SECONDS) s under ASan"
+	@$(FUZZ_BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) \
+	  $(FUZZ_BUILD)/corpus-decode fuzz/corpus/decode > $(FUZZ_BUILD)/fuzz.log 2>&1 \
+	  || { tail -n 60 $(FUZZ_BUILD)/fuzz.log; echo "fuzz_decode FAILED"; exit 1; }
+	@grep -E "^Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz.log
 
 bench: build
 	$(BUILD)/bench/decode_bench

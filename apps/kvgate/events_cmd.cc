@@ -92,8 +92,8 @@ int Listen(const std::string& endpoint, const std::string& replay, uint32_t bloc
   events::Subscriber subscriber(
       &index, {}, [&index](uint32_t, uint64_t seq, const wire::DecodedBatch& batch) {
         // Index size after the batch applied: shows restarts and clears taking effect.
-        std::cout << json::serialize(json::object{{"seq", seq},
-                                                  {"index_entries", index.Stats().entries}})
+        std::cout << json::serialize(
+                         json::object{{"seq", seq}, {"index_entries", index.Stats().entries}})
                   << '\n';
         PrintBatch(batch, std::cout);
         std::cout.flush();

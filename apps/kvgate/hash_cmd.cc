@@ -52,13 +52,15 @@ int Hash(const HashOptions& options) {
 void AddHashCommand(CLI::App& app, int& exit_code) {
   static HashOptions options;
   CLI::App* cmd = app.add_subcommand(
-      "hash", "Block hashes of token ids (JSON array on stdin): {\"local\":[..],\"sequence\":[..]}");
+      "hash",
+      "Block hashes of token ids (JSON array on stdin): {\"local\":[..],\"sequence\":[..]}");
   cmd->add_option("--block-size", options.block_size, "Tokens per KV block")
       ->required()
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--lora-name", options.lora_name, "LoRA adapter name (changes the seed)");
   cmd->add_option("--cache-salt", options.cache_salt, "Cache salt / namespace (changes the seed)");
-  cmd->add_flag("--eagle", options.eagle, "EAGLE windows: block_size + 1 tokens, stride block_size");
+  cmd->add_flag("--eagle", options.eagle,
+                "EAGLE windows: block_size + 1 tokens, stride block_size");
   cmd->callback([&exit_code] { exit_code = Hash(options); });
 }
 

@@ -9,8 +9,8 @@ namespace {
 
 void MarkPending(CLI::App* cmd, const std::string& issue, int& exit_code) {
   cmd->callback([cmd, issue, &exit_code] {
-    std::cerr << "kvgate " << cmd->get_name() << ": not implemented yet (tracked in issue "
-              << issue << ")\n";
+    std::cerr << "kvgate " << cmd->get_name() << ": not implemented yet (tracked in issue " << issue
+              << ")\n";
     exit_code = 2;
   });
 }
@@ -28,7 +28,8 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   serve->add_option("--config", s, "YAML config file (flags override it)");
   serve->add_option("--host", s, "Listen address")->default_str("127.0.0.1");
   serve->add_option("--port", i, "Listen port")->default_str("8000");
-  serve->add_option("--model-dir", s, "Model dir: tokenizer.json, tokenizer_config.json, config.json");
+  serve->add_option("--model-dir", s,
+                    "Model dir: tokenizer.json, tokenizer_config.json, config.json");
   serve->add_option("--mock-workers", i, "Start N simulated engines in-process");
   serve->add_option("--mock-engine", s, "Engine the mock workers imitate: vllm|sglang");
   serve->add_option("--policy", s, "kv|round_robin|random|least_loaded|approx")->default_str("kv");
@@ -54,7 +55,8 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   mocker->add_option("--seed", i, "Random seed");
   MarkPending(mocker, "#7", exit_code);
 
-  CLI::App* replay = app.add_subcommand("replay", "Replay a request trace and report KV reuse and latency");
+  CLI::App* replay =
+      app.add_subcommand("replay", "Replay a request trace and report KV reuse and latency");
   replay->add_option("--trace", s, "Mooncake JSONL trace");
   replay->add_option("--workers", i, "Simulated workers")->default_str("8");
   replay->add_option("--policy", s, "Comma-separated policies to compare");
@@ -75,8 +77,10 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   tokenize->add_flag("--jsonl", b, "One JSON string per line in, one array per line out");
   MarkPending(tokenize, "#5", exit_code);
 
-  CLI::App* tmpl = app.add_subcommand("template", "Render a chat request with the model's chat template");
-  tmpl->add_option("--model-dir", s, "Dir with tokenizer_config.json / chat_template.jinja")->required();
+  CLI::App* tmpl =
+      app.add_subcommand("template", "Render a chat request with the model's chat template");
+  tmpl->add_option("--model-dir", s, "Dir with tokenizer_config.json / chat_template.jinja")
+      ->required();
   tmpl->add_option("--request", s, "OpenAI chat request body (JSON file)")->required();
   tmpl->add_flag("--jsonl", b, "One request per line in, one JSON string per line out");
   MarkPending(tmpl, "#6", exit_code);

@@ -16,16 +16,16 @@ class StreamActions {
  public:
   virtual ~StreamActions() = default;
   virtual void Apply(uint64_t seq, std::string_view payload) = 0;
-  virtual void Restart() = 0;                    // drop everything the worker had
+  virtual void Restart() = 0;                     // drop everything the worker had
   virtual void RequestReplay(uint64_t from) = 0;  // ask the engine for seq >= from
 };
 
 struct StreamCounters {
-  uint64_t batches = 0;          // applied
-  uint64_t gaps = 0;             // live seq jumped ahead
-  uint64_t replays = 0;          // replay requests sent
-  uint64_t replayed_batches = 0; // applied from a replay
-  uint64_t lost_batches = 0;     // never recovered (no replay, or the engine no longer had them)
+  uint64_t batches = 0;           // applied
+  uint64_t gaps = 0;              // live seq jumped ahead
+  uint64_t replays = 0;           // replay requests sent
+  uint64_t replayed_batches = 0;  // applied from a replay
+  uint64_t lost_batches = 0;      // never recovered (no replay, or the engine no longer had them)
   uint64_t duplicates = 0;
   uint64_t restarts = 0;
 };

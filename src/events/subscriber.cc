@@ -130,8 +130,7 @@ class Subscriber::Stream : public StreamActions {
   void RequestReplay(uint64_t from) override {
     if (!dealer_) return;
     const std::string seq = SeqBytes(from);
-    const std::array<zmq::const_buffer, 2> request = {zmq::const_buffer("", 0),
-                                                      zmq::buffer(seq)};
+    const std::array<zmq::const_buffer, 2> request = {zmq::const_buffer("", 0), zmq::buffer(seq)};
     if (!zmq::send_multipart(*dealer_, request, zmq::send_flags::dontwait)) {
       Log(LogLevel::kWarn, "worker {}: could not send replay request", worker());
     }
@@ -144,15 +143,14 @@ class Subscriber::Stream : public StreamActions {
   void Configure(zmq::socket_t& s) {
     s.set(zmq::sockopt::linger, 0);
     s.set(zmq::sockopt::reconnect_ivl, static_cast<int>(owner_.options_.reconnect_min.count()));
-    s.set(zmq::sockopt::reconnect_ivl_max,
-          static_cast<int>(owner_.options_.reconnect_max.count()));
+    s.set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(owner_.options_.reconnect_max.count()));
   }
 
   void BadFrames(size_t count) {
     ++stats_.bad_frames;
     if (g_bad_input_log.Allow()) {
-      Log(LogLevel::kWarn, "worker {}: dropped message with {} frames or a bad seq frame",
-          worker(), count);
+      Log(LogLevel::kWarn, "worker {}: dropped message with {} frames or a bad seq frame", worker(),
+          count);
     }
   }
 

@@ -27,8 +27,8 @@ struct WorkerEndpoints {
 
 struct WorkerStreamStats {
   StreamCounters stream;
-  uint64_t bad_frames = 0;    // wrong frame count or seq length
-  uint64_t bad_payloads = 0;  // not an EventBatch
+  uint64_t bad_frames = 0;           // wrong frame count or seq length
+  uint64_t bad_payloads = 0;         // not an EventBatch
   std::array<uint64_t, 5> events{};  // by wire::EventKind
   uint64_t unknown_medium = 0;
   kv::ApplyStats apply;
@@ -74,7 +74,7 @@ class Subscriber {
   struct ZmqContext;
   std::unique_ptr<ZmqContext> zmq_;
   std::vector<std::unique_ptr<Stream>> streams_;  // subscriber thread only
-  mutable std::mutex mu_;                          // guards commands_ and stats_
+  mutable std::mutex mu_;                         // guards commands_ and stats_
   std::vector<Command> commands_;
   std::vector<std::pair<uint32_t, WorkerStreamStats>> stats_;
   std::atomic<bool> stop_{false};

@@ -34,11 +34,16 @@ uint32_t PrefixIndex::SlotFor(WorkerKey worker) {
   return slot;
 }
 
-void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch,
-                             ApplyStats& stats) {
-  std::unique_lock lock(mu_);
-  const uint32_t slot = SlotFor(worker);
+void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, ApplyStats& stats) {
+  uint32_t slot;
+  {
+    std::unique_lock lock(mu_);
+    slot = SlotFor(worker);
+  }
   for (const wire::Event& e : batch.events) {
+    if (e.kind == wire::EventKind::kDropped || e.kind == wire::EventKind::kInvalid) continue;
+    // Locked per event, not per batch: readers wait for at most one event.
+    std::unique_lock lock(mu_);
     switch (e.kind) {
       case wire::EventKind::kStored:
         ApplyStored(slot, batch, e, stats);
@@ -57,8 +62,8 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch,
   }
 }
 
-void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch,
-                              const wire::Event& e, ApplyStats& stats) {
+void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                              ApplyStats& stats) {
   const auto engine_hashes = batch.BlockHashes(e);
   const auto tokens = batch.TokenIds(e);
   if (e.block_size != block_size_) {
@@ -85,10 +90,18 @@ void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch,
   const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{});
   local_scratch_.clear();
   AppendLocalBlockHashes(tokens, block_size_, seed, e.is_eagle, local_scratch_);
+  // Chain into node keys in place, then prefetch every slot this event touches: the
+  // inserts below are independent cache misses.
+  for (uint64_t& h : local_scratch_) {
+    seq = chained ? ChainSequenceHash(seq, h) : h;
+    chained = true;
+    h = seq;
+    nodes_.prefetch(seq);
+  }
+  for (uint64_t engine_hash : engine_hashes) wb.engine_to_seq.prefetch(engine_hash);
   const uint32_t bit = TierBit(e.medium);
   for (size_t i = 0; i < engine_hashes.size(); ++i) {
-    seq = chained ? ChainSequenceHash(seq, local_scratch_[i]) : local_scratch_[i];
-    chained = true;
+    seq = local_scratch_[i];
     auto [it, inserted] = wb.engine_to_seq.try_emplace(engine_hashes[i], seq);
     if (!inserted && it->second != seq) {
       // The engine reused a hash for other content: the old block is gone.
@@ -100,8 +113,8 @@ void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch,
   stats.stored_blocks += engine_hashes.size();
 }
 
-void PrefixIndex::ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch,
-                               const wire::Event& e, ApplyStats& stats) {
+void PrefixIndex::ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                               ApplyStats& stats) {
   WorkerBlocks& wb = slots_[slot];
   const uint32_t bit = TierBit(e.medium);
   for (uint64_t engine_hash : batch.BlockHashes(e)) {
@@ -176,18 +189,24 @@ void PrefixIndex::Match(std::span<const uint64_t> local_hashes, std::vector<Over
     std::array<uint32_t, wire::kNumTiers> blocks;
   };
   absl::InlinedVector<Candidate, 16> active;
+  // Node keys first (pure hashing, no lock), so the lookups can be prefetched ahead: each
+  // is an independent cache miss in a large table.
+  absl::InlinedVector<uint64_t, 256> seq(local_hashes.size());
+  seq[0] = local_hashes[0];
+  for (size_t i = 1; i < seq.size(); ++i) seq[i] = ChainSequenceHash(seq[i - 1], local_hashes[i]);
+  constexpr size_t kPrefetchAhead = 16;
   std::shared_lock lock(mu_);
-  uint64_t seq = local_hashes[0];
-  auto node = nodes_.find(seq);
+  for (size_t i = 0; i < std::min(kPrefetchAhead, seq.size()); ++i) nodes_.prefetch(seq[i]);
+  auto node = nodes_.find(seq[0]);
   if (node == nodes_.end()) return;
   for (uint32_t word : node->second.holders) {
     Candidate c{word >> kTierBits, {}};
     c.blocks[std::countr_zero(word & kTierMask)] = 1;
     active.push_back(c);
   }
-  for (size_t i = 1; i < local_hashes.size() && !active.empty(); ++i) {
-    seq = ChainSequenceHash(seq, local_hashes[i]);
-    node = nodes_.find(seq);
+  for (size_t i = 1; i < seq.size() && !active.empty(); ++i) {
+    if (i + kPrefetchAhead < seq.size()) nodes_.prefetch(seq[i + kPrefetchAhead]);
+    node = nodes_.find(seq[i]);
     if (node == nodes_.end()) break;
     // Merge the sorted candidate list with the node's sorted holders: a candidate missing
     // here has reached the end of its prefix.

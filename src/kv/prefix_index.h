@@ -8,10 +8,10 @@
 // worker, a map from the engine's own block hash to the node resolves removals and parent
 // links; kvgate never matches on engine hashes.
 //
-// Concurrency: one writer applies whole batches under an exclusive lock; readers match
-// under a shared lock and never block each other. A batch is small (microseconds), so a
-// reader waits at most one batch; bench/index_bench measures match latency with the writer
-// running.
+// Concurrency: one writer applies events under an exclusive lock taken per event; readers
+// match under a shared lock and never block each other. An event is a few blocks (about a
+// microsecond), so a reader waits at most that long; bench/index_bench measures match
+// latency with a writer running.
 #pragma once
 
 #include <array>
@@ -22,6 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "kv/huge_page_allocator.h"
 #include "wire/event.h"
 
 namespace kvgate::kv {
@@ -48,10 +49,10 @@ struct ApplyStats {
   uint64_t stored_blocks = 0;
   uint64_t removed_blocks = 0;
   uint64_t cleared = 0;
-  uint64_t unknown_parent = 0;       // stores skipped whole: parent never stored here
-  uint64_t block_size_mismatch = 0;  // stores skipped: engine block size != index block size
-  uint64_t token_count_mismatch = 0; // stores skipped: token ids do not fill the blocks
-  uint64_t unknown_removal = 0;      // removed hashes this worker never stored (ignored)
+  uint64_t unknown_parent = 0;        // stores skipped whole: parent never stored here
+  uint64_t block_size_mismatch = 0;   // stores skipped: engine block size != index block size
+  uint64_t token_count_mismatch = 0;  // stores skipped: token ids do not fill the blocks
+  uint64_t unknown_removal = 0;       // removed hashes this worker never stored (ignored)
 };
 
 struct IndexStats {
@@ -110,7 +111,9 @@ class PrefixIndex {
 
   const uint32_t block_size_;
   mutable std::shared_mutex mu_;
-  absl::flat_hash_map<uint64_t, Node> nodes_;
+  using NodeMap = absl::flat_hash_map<uint64_t, Node, absl::Hash<uint64_t>, std::equal_to<>,
+                                      HugePageAllocator<std::pair<const uint64_t, Node>>>;
+  NodeMap nodes_;
   std::vector<WorkerBlocks> slots_;
   absl::flat_hash_map<WorkerKey, uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;

@@ -14,8 +14,7 @@ namespace kvgate::routing {
 
 class ApproxTree {
  public:
-  explicit ApproxTree(size_t capacity_blocks_per_worker)
-      : capacity_(capacity_blocks_per_worker) {}
+  explicit ApproxTree(size_t capacity_blocks_per_worker) : capacity_(capacity_blocks_per_worker) {}
 
   // Leading sequence hashes `worker` is believed to hold.
   uint32_t MatchLength(kv::WorkerKey worker, std::span<const uint64_t> sequence_hashes) const;

@@ -6,8 +6,8 @@ namespace kvgate::routing {
 
 void LoadTracker::OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
                            uint32_t decode_blocks) {
-  auto [it, inserted] = requests_.try_emplace(id, InFlightRequest{worker, prefill_tokens,
-                                                                  decode_blocks});
+  auto [it, inserted] =
+      requests_.try_emplace(id, InFlightRequest{worker, prefill_tokens, decode_blocks});
   if (!inserted) return;
   WorkerLoad& load = loads_[worker];
   load.prefill_tokens += prefill_tokens;

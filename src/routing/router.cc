@@ -214,9 +214,8 @@ size_t Router::PickApprox(std::vector<Candidate>& candidates,
       smallest = i;
     }
   }
-  const double rate = sequence_hashes.empty()
-                          ? 0.0
-                          : static_cast<double>(best_match) / sequence_hashes.size();
+  const double rate =
+      sequence_hashes.empty() ? 0.0 : static_cast<double>(best_match) / sequence_hashes.size();
   return rate > cfg.cache_threshold ? best : smallest;
 }
 

@@ -1,29 +1,20 @@
-// The decoder is a msgpack-cxx visitor driven by a small stack of frames. Each frame knows
-// what its container is (the batch, the event list, one event, a field's list, a bigram
-// pair); every scalar is routed by the top frame to the one place it belongs. A problem
-// inside an event marks only that event failed: its remaining values are skipped and the
-// arenas are rolled back to where the event began.
+// Recursive descent over a msgpack cursor. An event that fails to decode is rewound to its
+// first byte and skipped whole, its partial output rolled back, so the events around it
+// decode as if it were not there.
 #include "wire/decode.h"
+
+#include <fmt/format.h>
 
 #include <cstring>
 #include <limits>
-#include <msgpack.hpp>
 
-#include <fmt/format.h>
+#include "wire/msgpack_reader.h"
 
 namespace kvgate::wire {
 namespace {
 
-enum class Tag : uint8_t { kNone, kStored, kRemoved, kCleared };
-
-// What a value fills, decided by the enclosing frame.
-enum class Slot : uint8_t {
+enum class Field : uint8_t {
   kSkip,
-  kBatch,
-  kTs,
-  kEvents,
-  kDpRank,
-  kEvent,
   kType,
   kBlockHashes,
   kParentHash,
@@ -34,92 +25,57 @@ enum class Slot : uint8_t {
   kExtraKeys,
   kGroupIdx,
   kSpecKind,
-  kHashItem,
-  kTokenItem,
-  kPairItem,
-  kExtraItem,
 };
 
-// Positional layouts after the tag (DESIGN.md §3). lora_id and the sliding window size are
-// read past and ignored.
-constexpr Slot kStoredLayout[] = {Slot::kBlockHashes, Slot::kParentHash, Slot::kTokenIds,
-                                  Slot::kBlockSize,   Slot::kSkip,       Slot::kMedium,
-                                  Slot::kLoraName,    Slot::kExtraKeys,  Slot::kGroupIdx,
-                                  Slot::kSpecKind,    Slot::kSkip};
-constexpr Slot kRemovedLayout[] = {Slot::kBlockHashes, Slot::kMedium, Slot::kGroupIdx};
+enum class Tag : uint8_t { kNone, kStored, kRemoved, kCleared };
 
-Slot EventKeySlot(std::string_view key) {
-  if (key == "type") return Slot::kType;
-  if (key == "block_hashes") return Slot::kBlockHashes;
-  if (key == "parent_block_hash") return Slot::kParentHash;
-  if (key == "token_ids") return Slot::kTokenIds;
-  if (key == "block_size") return Slot::kBlockSize;
-  if (key == "medium") return Slot::kMedium;
-  if (key == "lora_name") return Slot::kLoraName;
-  if (key == "extra_keys") return Slot::kExtraKeys;
-  if (key == "group_idx") return Slot::kGroupIdx;
-  if (key == "kv_cache_spec_kind") return Slot::kSpecKind;
-  return Slot::kSkip;
+// Positional layouts after the tag (DESIGN.md §3); lora_id and the sliding-window size are
+// read past.
+constexpr Field kStoredLayout[] = {Field::kBlockHashes, Field::kParentHash, Field::kTokenIds,
+                                   Field::kBlockSize,   Field::kSkip,       Field::kMedium,
+                                   Field::kLoraName,    Field::kExtraKeys,  Field::kGroupIdx,
+                                   Field::kSpecKind,    Field::kSkip};
+constexpr Field kRemovedLayout[] = {Field::kBlockHashes, Field::kMedium, Field::kGroupIdx};
+
+Field FieldNamed(std::string_view key) {
+  if (key == "type") return Field::kType;
+  if (key == "block_hashes") return Field::kBlockHashes;
+  if (key == "parent_block_hash") return Field::kParentHash;
+  if (key == "token_ids") return Field::kTokenIds;
+  if (key == "block_size") return Field::kBlockSize;
+  if (key == "medium") return Field::kMedium;
+  if (key == "lora_name") return Field::kLoraName;
+  if (key == "extra_keys") return Field::kExtraKeys;
+  if (key == "group_idx") return Field::kGroupIdx;
+  if (key == "kv_cache_spec_kind") return Field::kSpecKind;
+  return Field::kSkip;
 }
 
-Slot BatchKeySlot(std::string_view key) {
-  if (key == "ts") return Slot::kTs;
-  if (key == "events") return Slot::kEvents;
-  if (key == "data_parallel_rank") return Slot::kDpRank;
-  return Slot::kSkip;
-}
-
-Slot BatchIndexSlot(uint32_t index) {
-  switch (index) {
-    case 0:
-      return Slot::kTs;
-    case 1:
-      return Slot::kEvents;
-    case 2:
-      return Slot::kDpRank;
-    default:
-      return Slot::kSkip;
+std::string_view TypeName(MsgType t) {
+  switch (t) {
+    case MsgType::kNil:
+      return "nil";
+    case MsgType::kBool:
+      return "a boolean";
+    case MsgType::kUint:
+    case MsgType::kInt:
+      return "an integer";
+    case MsgType::kFloat:
+      return "a float";
+    case MsgType::kStr:
+      return "a string";
+    case MsgType::kBin:
+      return "bytes";
+    case MsgType::kArray:
+      return "an array";
+    case MsgType::kMap:
+      return "a map";
+    case MsgType::kExt:
+      return "an ext value";
+    case MsgType::kInvalid:
+      return "truncated or malformed";
   }
-}
-
-std::string_view SlotName(Slot slot) {
-  switch (slot) {
-    case Slot::kBatch:
-      return "top-level value";
-    case Slot::kTs:
-      return "ts";
-    case Slot::kEvents:
-      return "events";
-    case Slot::kDpRank:
-      return "data_parallel_rank";
-    case Slot::kBlockHashes:
-      return "block_hashes";
-    case Slot::kParentHash:
-      return "parent_block_hash";
-    case Slot::kTokenIds:
-      return "token_ids";
-    case Slot::kBlockSize:
-      return "block_size";
-    case Slot::kMedium:
-      return "medium";
-    case Slot::kLoraName:
-      return "lora_name";
-    case Slot::kExtraKeys:
-      return "extra_keys";
-    case Slot::kGroupIdx:
-      return "group_idx";
-    case Slot::kSpecKind:
-      return "kv_cache_spec_kind";
-    case Slot::kType:
-      return "type";
-    case Slot::kHashItem:
-      return "block_hashes item";
-    case Slot::kTokenItem:
-    case Slot::kPairItem:
-      return "token_ids item";
-    default:
-      return "value";
-  }
+  return "unknown";
 }
 
 Tier TierFromMedium(std::string_view m, bool* unknown) {
@@ -136,462 +92,394 @@ bool ReusableSpecKind(std::string_view kind) {
   return kind == "full_attention" || kind == "mla_attention" || kind == "sink_full_attention";
 }
 
-uint64_t HashFromBytes(const char* p, uint32_t size) {
-  const uint32_t n = size < 8 ? size : 8;
-  const auto* bytes = reinterpret_cast<const unsigned char*>(p + size - n);
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < n; ++i) v = (v << 8) | bytes[i];
-  return v;
+uint32_t TokenFromU64(uint64_t v) {
+  return v <= std::numeric_limits<uint32_t>::max() ? static_cast<uint32_t>(v) : FoldWideTokenId(v);
 }
 
-class BatchVisitor : public msgpack::null_visitor {
+enum class IdResult : uint8_t { kOk, kNegative, kNotInteger };
+
+class BatchDecoder {
  public:
-  explicit BatchVisitor(DecodedBatch& out) : out_(out) { stack_.reserve(8); }
+  BatchDecoder(std::string_view payload, DecodedBatch& out) : r_(payload), out_(out) {}
 
-  const std::string& error() const { return error_; }
-  bool saw_batch() const { return saw_batch_; }
-  bool saw_events() const { return saw_events_; }
-
-  // --- scalars ---
-  bool visit_nil() {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    switch (CurrentSlot()) {
-      case Slot::kSkip:
-      case Slot::kDpRank:
-      case Slot::kParentHash:
-      case Slot::kMedium:
-      case Slot::kLoraName:
-      case Slot::kGroupIdx:
-      case Slot::kSpecKind:
-      case Slot::kExtraKeys:
-      case Slot::kExtraItem:
-        return true;
-      default:
-        return WrongType("nil");
-    }
-  }
-  bool visit_boolean(bool) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    const Slot s = CurrentSlot();
-    if (s == Slot::kSkip || s == Slot::kExtraItem) return true;
-    return WrongType("a boolean");
-  }
-  bool visit_positive_integer(uint64_t v) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    switch (CurrentSlot()) {
-      case Slot::kTokenItem:
-        if (pairs_) [[unlikely]]
-          return FailEvent("token_ids mixes integers and pairs");
-        out_.tokens.push_back(v <= std::numeric_limits<uint32_t>::max() ? static_cast<uint32_t>(v)
-                                                                        : FoldWideTokenId(v));
-        return true;
-      case Slot::kPairItem:
-        return PairItem(v);
-      case Slot::kHashItem:
-        out_.hashes.push_back(v);
-        return true;
-      case Slot::kParentHash:
-        event().parent_hash = v;
-        event().has_parent = true;
-        return true;
-      case Slot::kBlockSize:
-        if (v == 0 || v > std::numeric_limits<uint32_t>::max()) {
-          return FailEvent(fmt::format("block_size {} is out of range", v));
+  Status Decode() {
+    uint32_t n;
+    bool saw_events = false;
+    if (r_.ReadArrayHeader(&n)) {
+      if (n < 2) return BatchError("an EventBatch array needs at least 2 elements");
+      if (!r_.ReadNumber(&out_.ts)) return BatchError(Is("ts"));
+      if (!DecodeEvents()) return BatchError(error_);
+      saw_events = true;
+      if (n >= 3 && !ReadDpRank()) return BatchError(Is("data_parallel_rank"));
+      for (uint32_t i = 3; i < n; ++i) {
+        if (!r_.Skip()) return BatchError("truncated msgpack");
+      }
+    } else if (r_.ReadMapHeader(&n)) {
+      for (uint32_t i = 0; i < n; ++i) {
+        std::string_view key;
+        if (!r_.ReadStr(&key) && !r_.Skip()) {  // a non-string key: skip it and its value
+          return BatchError("truncated msgpack");
         }
-        event().block_size = static_cast<uint32_t>(v);
-        seen_block_size_ = true;
-        return true;
-      case Slot::kGroupIdx:
-        event().group_idx = static_cast<uint32_t>(v);
-        return true;
-      case Slot::kTs:
-        out_.ts = static_cast<double>(v);
-        return true;
-      case Slot::kDpRank:
-        out_.dp_rank = static_cast<int64_t>(v);
-        return true;
-      case Slot::kSkip:
-      case Slot::kExtraItem:
-        return true;
-      default:
-        return WrongType("an integer");
+        if (key == "ts") {
+          if (!r_.ReadNumber(&out_.ts)) return BatchError(Is("ts"));
+        } else if (key == "events") {
+          if (!DecodeEvents()) return BatchError(error_);
+          saw_events = true;
+        } else if (key == "data_parallel_rank") {
+          if (!ReadDpRank()) return BatchError(Is("data_parallel_rank"));
+        } else if (!r_.Skip()) {
+          return BatchError("truncated msgpack");
+        }
+      }
+      if (!saw_events) return BatchError("EventBatch map has no events");
+    } else {
+      return BatchError(r_.at_end() ? "empty payload" : Is("top-level value"));
     }
-  }
-  bool visit_negative_integer(int64_t v) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    switch (CurrentSlot()) {
-      case Slot::kHashItem:
-        out_.hashes.push_back(static_cast<uint64_t>(v));
-        return true;
-      case Slot::kParentHash:
-        event().parent_hash = static_cast<uint64_t>(v);
-        event().has_parent = true;
-        return true;
-      case Slot::kTokenItem:
-      case Slot::kPairItem:
-        return FailEvent(fmt::format("negative token id {}", v));
-      case Slot::kTs:
-        out_.ts = static_cast<double>(v);
-        return true;
-      case Slot::kDpRank:
-        out_.dp_rank = v;
-        return true;
-      case Slot::kSkip:
-      case Slot::kExtraItem:
-        return true;
-      default:
-        return WrongType("a negative integer");
-    }
-  }
-  bool visit_float32(float v) { return visit_float64(v); }
-  bool visit_float64(double v) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    switch (CurrentSlot()) {
-      case Slot::kTs:
-        out_.ts = v;
-        return true;
-      case Slot::kTokenItem:
-      case Slot::kPairItem:
-        return FailEvent("non-integer token id");
-      case Slot::kSkip:
-      case Slot::kExtraItem:
-        return true;
-      default:
-        return WrongType("a float");
-    }
-  }
-  bool visit_str(const char* p, uint32_t size) {
-    const std::string_view s(p, size);
-    if (Skipping()) return true;
-    if (InKey()) {
-      Frame& f = stack_.back();
-      f.pending = f.role == Role::kBatch ? BatchKeySlot(s) : EventKeySlot(s);
-      return true;
-    }
-    switch (CurrentSlot()) {
-      case Slot::kType:
-        return SetTag(s);
-      case Slot::kMedium:
-        event().medium = TierFromMedium(s, &event().unknown_medium);
-        return true;
-      case Slot::kLoraName:
-        event().has_lora_name = true;
-        event().lora_name = AppendText(s);
-        return true;
-      case Slot::kSpecKind:
-        if (!ReusableSpecKind(s)) dropped_kind_.assign(s);
-        return true;
-      case Slot::kExtraItem:
-      case Slot::kExtraKeys:
-        out_.extra_keys.push_back(AppendText(s));
-        ++event().extra_keys.size;
-        return true;
-      case Slot::kSkip:
-        return true;
-      default:
-        return WrongType("a string");
-    }
-  }
-  bool visit_bin(const char* p, uint32_t size) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    switch (CurrentSlot()) {
-      case Slot::kHashItem:
-        out_.hashes.push_back(HashFromBytes(p, size));
-        return true;
-      case Slot::kParentHash:
-        event().parent_hash = HashFromBytes(p, size);
-        event().has_parent = true;
-        return true;
-      case Slot::kSkip:
-      case Slot::kExtraItem:
-        return true;
-      default:
-        return WrongType("bytes");
-    }
-  }
-  bool visit_ext(const char*, uint32_t) {
-    if (Skipping()) return true;
-    if (InKey()) return NonStringKey();
-    const Slot s = CurrentSlot();
-    if (s == Slot::kSkip || s == Slot::kExtraItem) return true;
-    return WrongType("an ext value");
-  }
-
-  // --- containers ---
-  bool start_array(uint32_t n) { return StartContainer(n, /*is_map=*/false); }
-  bool start_map(uint32_t n) { return StartContainer(n, /*is_map=*/true); }
-  bool end_array_item() {
-    if (skip_depth_ == 0) ++stack_.back().index;
-    return true;
-  }
-  bool start_map_key() {
-    if (skip_depth_ == 0) stack_.back().in_key = true;
-    return true;
-  }
-  bool end_map_key() {
-    if (skip_depth_ == 0) stack_.back().in_key = false;
-    return true;
-  }
-  bool end_map_value() {
-    if (skip_depth_ == 0) {
-      ++stack_.back().index;
-      stack_.back().pending = Slot::kSkip;
-    }
-    return true;
-  }
-  bool end_array() { return EndContainer(); }
-  bool end_map() { return EndContainer(); }
-
-  void parse_error(size_t, size_t error_offset) {
-    if (error_.empty()) error_ = fmt::format("not an EventBatch: malformed msgpack at byte {}", error_offset);
-  }
-  void insufficient_bytes(size_t, size_t error_offset) {
-    if (error_.empty()) error_ = fmt::format("not an EventBatch: truncated msgpack at byte {}", error_offset);
+    if (!r_.at_end()) return BatchError(fmt::format("{} trailing bytes", r_.remaining()));
+    return Status::Ok();
   }
 
  private:
-  enum class Role : uint8_t { kBatch, kEvents, kEvent, kHashes, kTokens, kPair, kExtraKeys };
-
-  struct Frame {
-    Role role;
-    bool is_map;
-    bool in_key = false;
-    Slot pending = Slot::kSkip;  // map frames: the slot of the value after the current key
-    uint32_t index = 0;          // current item (arrays) or pair (maps)
-    uint32_t size = 0;
-  };
-
-  Event& event() { return out_.events.back(); }
-  bool Skipping() const { return skip_depth_ > 0; }
-  bool InKey() const { return !stack_.empty() && stack_.back().in_key; }
-
-  Slot CurrentSlot() const {
-    if (stack_.empty()) return Slot::kBatch;
-    const Frame& f = stack_.back();
-    switch (f.role) {
-      case Role::kBatch:
-        return f.is_map ? f.pending : BatchIndexSlot(f.index);
-      case Role::kEvents:
-        return Slot::kEvent;
-      case Role::kEvent:
-        if (event_failed_) return Slot::kSkip;
-        if (f.is_map) return f.pending;
-        if (f.index == 0) return Slot::kType;
-        return PositionalSlot(f.index - 1);
-      case Role::kHashes:
-        return Slot::kHashItem;
-      case Role::kTokens:
-        return Slot::kTokenItem;
-      case Role::kPair:
-        return Slot::kPairItem;
-      case Role::kExtraKeys:
-        return Slot::kExtraItem;
-    }
-    return Slot::kSkip;
+  std::string Is(std::string_view what) const {
+    return fmt::format("{} is {}", what, TypeName(r_.Peek()));
   }
 
-  Slot PositionalSlot(uint32_t field) const {
-    switch (tag_) {
-      case Tag::kStored:
-        return field < std::size(kStoredLayout) ? kStoredLayout[field] : Slot::kSkip;
-      case Tag::kRemoved:
-        return field < std::size(kRemovedLayout) ? kRemovedLayout[field] : Slot::kSkip;
-      default:
-        return Slot::kSkip;
-    }
+  Status BatchError(std::string_view message) {
+    out_.Clear();
+    return Status::Error(fmt::format("not an EventBatch: {}", message));
   }
 
-  bool NonStringKey() {
-    stack_.back().pending = Slot::kSkip;
+  bool ReadDpRank() {
+    if (r_.ReadNil()) return true;
+    uint64_t u;
+    bool negative;
+    if (!r_.ReadInteger(&u, &negative)) return false;
+    out_.dp_rank = static_cast<int64_t>(u);
     return true;
   }
 
-  bool StartContainer(uint32_t n, bool is_map) {
-    if (Skipping()) {
-      ++skip_depth_;
-      return true;
+  bool DecodeEvents() {
+    uint32_t n;
+    if (!r_.ReadArrayHeader(&n)) {
+      error_ = Is("events");
+      return false;
     }
-    if (InKey()) {  // a container used as a map key: ignore that entry
-      stack_.back().pending = Slot::kSkip;
-      ++skip_depth_;
-      return true;
-    }
-    const Slot slot = CurrentSlot();
-    switch (slot) {
-      case Slot::kBatch:
-        if (!is_map && n < 2) return BatchError("an EventBatch array needs at least 2 elements");
-        saw_batch_ = true;
-        return Push(Role::kBatch, is_map, n);
-      case Slot::kEvents:
-        if (is_map) return BatchError("events is a map, expected an array");
-        saw_events_ = true;
-        out_.events.reserve(n);
-        return Push(Role::kEvents, false, n);
-      case Slot::kEvent:
-        BeginEvent();
-        return Push(Role::kEvent, is_map, n);
-      case Slot::kBlockHashes:
-        if (is_map) return ContainerWrongType(slot);
-        seen_hashes_ = true;
-        event().block_hashes.offset = static_cast<uint32_t>(out_.hashes.size());
-        out_.hashes.reserve(out_.hashes.size() + n);
-        return Push(Role::kHashes, false, n);
-      case Slot::kTokenIds:
-        if (is_map) return ContainerWrongType(slot);
-        seen_tokens_ = true;
-        event().token_ids.offset = static_cast<uint32_t>(out_.tokens.size());
-        out_.tokens.reserve(out_.tokens.size() + n + 1);
-        pairs_ = false;
-        return Push(Role::kTokens, false, n);
-      case Slot::kTokenItem:
-        return StartPair(n, is_map);
-      case Slot::kExtraKeys:
-        event().extra_keys.offset = static_cast<uint32_t>(out_.extra_keys.size());
-        return Push(Role::kExtraKeys, is_map, n);
-      case Slot::kExtraItem:
-        if (stack_.size() >= kMaxExtraDepth) {
-          ++skip_depth_;
-          return true;
-        }
-        return Push(Role::kExtraKeys, is_map, n);
-      case Slot::kSkip:
-        ++skip_depth_;
-        return true;
-      default:
-        return ContainerWrongType(slot);
-    }
-  }
-
-  bool StartPair(uint32_t n, bool is_map) {
-    const Frame& tokens = stack_.back();
-    if (tokens.index == 0) {
-      pairs_ = true;
-      event().is_eagle = true;
-    } else if (!pairs_) {
-      return FailContainer("token_ids mixes integers and pairs");
-    }
-    if (is_map || n != 2) return FailContainer("token_ids pair must be a 2-element array");
-    return Push(Role::kPair, false, n);
-  }
-
-  bool PairItem(uint64_t v) {
-    const Frame& pair = stack_.back();
-    const Frame& tokens = stack_[stack_.size() - 2];
-    // The sequence is each pair's first token plus the last pair's second token.
-    if (pair.index == 0 || tokens.index + 1 == tokens.size) {
-      out_.tokens.push_back(v <= std::numeric_limits<uint32_t>::max() ? static_cast<uint32_t>(v)
-                                                                      : FoldWideTokenId(v));
+    out_.events.reserve(out_.events.size() + std::min<size_t>(n, r_.remaining()));
+    for (uint32_t i = 0; i < n; ++i) {
+      if (!DecodeEvent(i)) return false;
     }
     return true;
   }
 
-  bool Push(Role role, bool is_map, uint32_t n) {
-    stack_.push_back(Frame{role, is_map, false, Slot::kSkip, 0, n});
-    return true;
-  }
-
-  bool EndContainer() {
-    if (skip_depth_ > 0) {
-      --skip_depth_;
-      return true;
-    }
-    const Frame f = stack_.back();
-    stack_.pop_back();
-    switch (f.role) {
-      case Role::kHashes:
-        event().block_hashes.size =
-            static_cast<uint32_t>(out_.hashes.size()) - event().block_hashes.offset;
-        break;
-      case Role::kTokens:
-        event().token_ids.size =
-            static_cast<uint32_t>(out_.tokens.size()) - event().token_ids.offset;
-        break;
-      case Role::kEvent:
-        EndEvent(f);
-        break;
-      case Role::kBatch:
-        if (f.is_map && !saw_events_) return BatchError("EventBatch map has no events");
-        break;
-      default:
-        break;
-    }
-    return true;
-  }
-
-  void BeginEvent() {
+  // Returns false only when the payload itself is broken (the event cannot be skipped).
+  bool DecodeEvent(uint32_t index) {
+    const size_t start = r_.offset();
+    const Rollback rollback{out_.hashes.size(), out_.tokens.size(), out_.text.size(),
+                            out_.extra_keys.size()};
     Event& e = out_.events.emplace_back();
-    e.index = stack_.back().index;
-    tag_ = Tag::kNone;
-    event_failed_ = false;
-    seen_hashes_ = seen_tokens_ = seen_block_size_ = false;
-    dropped_kind_.clear();
-    rollback_ = {out_.hashes.size(), out_.tokens.size(), out_.text.size(),
-                 out_.extra_keys.size()};
+    e.index = index;
     e.extra_keys.offset = static_cast<uint32_t>(out_.extra_keys.size());
+    tag_ = Tag::kNone;
+    event_ = {};
+    dropped_kind_.clear();
+    if (DecodeEventBody(e)) {
+      if (dropped_kind_.empty()) return true;
+      Reset(e, rollback, EventKind::kDropped,
+            fmt::format("kv_cache_spec_kind '{}' is not prefix-reusable", dropped_kind_));
+      return true;
+    }
+    Reset(e, rollback, EventKind::kInvalid, std::move(error_));
+    r_.Seek(start);
+    if (!r_.Skip()) {
+      error_ = "truncated msgpack";
+      return false;
+    }
+    return true;
   }
 
-  void EndEvent(const Frame& f) {
-    Event& e = event();
-    if (!event_failed_) {
-      const char* missing = nullptr;
-      const std::string_view type = tag_ == Tag::kStored ? "BlockStored" : "BlockRemoved";
-      switch (tag_) {
-        case Tag::kNone:
-          MarkFailed("event has no type");
-          break;
-        case Tag::kStored:
-          if (!seen_hashes_) missing = "block_hashes";
-          else if (!seen_tokens_) missing = "token_ids";
-          else if (!seen_block_size_) missing = "block_size";
-          break;
-        case Tag::kRemoved:
-          if (!seen_hashes_) missing = "block_hashes";
-          break;
-        case Tag::kCleared:
-          break;
-      }
-      if (missing != nullptr) {
-        MarkFailed(f.is_map ? fmt::format("{} without {}", type, missing)
-                           : fmt::format("truncated {} ({} fields, no {})", type, f.size, missing));
-      }
-    }
-    if (event_failed_) {
-      out_.hashes.resize(rollback_.hashes);
-      out_.tokens.resize(rollback_.tokens);
-      out_.text.resize(rollback_.text);
-      out_.extra_keys.resize(rollback_.extra_keys);
-      const uint32_t index = e.index;
-      std::string message = std::move(e.message);
-      e = Event{};
-      e.kind = EventKind::kInvalid;
-      e.index = index;
-      e.message = std::move(message);
-      return;
-    }
-    if (!dropped_kind_.empty()) {
-      e.kind = EventKind::kDropped;
-      e.message = fmt::format("kv_cache_spec_kind '{}' is not prefix-reusable", dropped_kind_);
-    }
+  struct Rollback {
+    size_t hashes, tokens, text, extra_keys;
+  };
+  void Reset(Event& e, const Rollback& rb, EventKind kind, std::string message) {
+    out_.hashes.resize(rb.hashes);
+    out_.tokens.resize(rb.tokens);
+    out_.text.resize(rb.text);
+    out_.extra_keys.resize(rb.extra_keys);
+    const uint32_t index = e.index;
+    e = Event{};
+    e.kind = kind;
+    e.index = index;
+    e.message = std::move(message);
   }
 
-  bool SetTag(std::string_view s) {
+  bool DecodeEventBody(Event& e) {
+    uint32_t n;
+    bool positional;
+    if (r_.ReadArrayHeader(&n)) {
+      positional = true;
+      if (n == 0) return Fail("event has no type");
+      if (!DecodeField(Field::kType, e)) return false;
+      const std::span<const Field> layout =
+          tag_ == Tag::kStored    ? std::span<const Field>(kStoredLayout)
+          : tag_ == Tag::kRemoved ? std::span<const Field>(kRemovedLayout)
+                                  : std::span<const Field>();
+      for (uint32_t i = 1; i < n; ++i) {
+        const Field f = i - 1 < layout.size() ? layout[i - 1] : Field::kSkip;
+        if (!DecodeField(f, e)) return false;
+      }
+    } else if (r_.ReadMapHeader(&n)) {
+      positional = false;
+      for (uint32_t i = 0; i < n; ++i) {
+        std::string_view key;
+        Field f = Field::kSkip;
+        if (r_.ReadStr(&key)) {
+          f = FieldNamed(key);
+        } else if (!r_.Skip()) {
+          return Fail("truncated event");
+        }
+        if (!DecodeField(f, e)) return false;
+      }
+    } else {
+      return Fail(fmt::format("event is {}, expected an array or map", TypeName(r_.Peek())));
+    }
+    return Validate(positional, n);
+  }
+
+  bool Validate(bool positional, uint32_t fields) {
+    const char* missing = nullptr;
+    std::string_view type;
+    switch (tag_) {
+      case Tag::kNone:
+        return Fail("event has no type");
+      case Tag::kStored:
+        type = "BlockStored";
+        if (!event_.hashes)
+          missing = "block_hashes";
+        else if (!event_.tokens)
+          missing = "token_ids";
+        else if (!event_.block_size)
+          missing = "block_size";
+        break;
+      case Tag::kRemoved:
+        type = "BlockRemoved";
+        if (!event_.hashes) missing = "block_hashes";
+        break;
+      case Tag::kCleared:
+        break;
+    }
+    if (missing == nullptr) return true;
+    return Fail(positional ? fmt::format("truncated {} ({} fields, no {})", type, fields, missing)
+                           : fmt::format("{} without {}", type, missing));
+  }
+
+  bool DecodeField(Field field, Event& e) {
+    switch (field) {
+      case Field::kSkip:
+        return r_.Skip() || Fail("truncated event");
+      case Field::kType:
+        return ReadTag(e);
+      case Field::kBlockHashes:
+        return ReadHashes(e);
+      case Field::kParentHash:
+        if (r_.ReadNil()) return true;
+        if (!ReadHash(&e.parent_hash)) return Fail(Is("parent_block_hash"));
+        e.has_parent = true;
+        return true;
+      case Field::kTokenIds:
+        return ReadTokens(e);
+      case Field::kBlockSize: {
+        uint64_t v;
+        bool negative;
+        if (!r_.ReadInteger(&v, &negative)) return Fail(Is("block_size"));
+        if (negative || v == 0 || v > std::numeric_limits<uint32_t>::max()) {
+          return Fail(fmt::format("block_size {} is out of range", static_cast<int64_t>(v)));
+        }
+        e.block_size = static_cast<uint32_t>(v);
+        event_.block_size = true;
+        return true;
+      }
+      case Field::kMedium: {
+        std::string_view s;
+        if (r_.ReadNil()) return true;
+        if (!r_.ReadStr(&s)) return Fail(Is("medium"));
+        e.medium = TierFromMedium(s, &e.unknown_medium);
+        return true;
+      }
+      case Field::kLoraName: {
+        std::string_view s;
+        if (r_.ReadNil()) return true;
+        if (!r_.ReadStr(&s)) return Fail(Is("lora_name"));
+        e.has_lora_name = true;
+        e.lora_name = AppendText(s);
+        return true;
+      }
+      case Field::kExtraKeys:
+        return ReadExtraKeys(e);
+      case Field::kGroupIdx: {
+        uint64_t v;
+        bool negative;
+        if (r_.ReadNil()) return true;
+        if (!r_.ReadInteger(&v, &negative) || negative) return Fail(Is("group_idx"));
+        e.group_idx = static_cast<uint32_t>(v);
+        return true;
+      }
+      case Field::kSpecKind: {
+        std::string_view s;
+        if (r_.ReadNil()) return true;
+        if (!r_.ReadStr(&s)) return Fail(Is("kv_cache_spec_kind"));
+        if (!ReusableSpecKind(s)) dropped_kind_.assign(s);
+        return true;
+      }
+    }
+    return Fail("unreachable");
+  }
+
+  bool ReadTag(Event& e) {
+    std::string_view s;
+    if (!r_.ReadStr(&s)) return Fail(Is("type"));
     if (s == "BlockStored") {
       tag_ = Tag::kStored;
-      event().kind = EventKind::kStored;
+      e.kind = EventKind::kStored;
     } else if (s == "BlockRemoved") {
       tag_ = Tag::kRemoved;
-      event().kind = EventKind::kRemoved;
+      e.kind = EventKind::kRemoved;
     } else if (s == "AllBlocksCleared") {
       tag_ = Tag::kCleared;
-      event().kind = EventKind::kCleared;
+      e.kind = EventKind::kCleared;
     } else {
-      return FailEvent(fmt::format("unknown event type '{}'", s));
+      return Fail(fmt::format("unknown event type '{}'", s));
+    }
+    return true;
+  }
+
+  bool ReadHash(uint64_t* h) {
+    uint64_t u;
+    bool negative;
+    if (r_.ReadInteger(&u, &negative)) {
+      *h = u;  // signed values keep their two's-complement bits
+      return true;
+    }
+    std::string_view bytes;
+    if (!r_.ReadBin(&bytes)) return false;
+    const size_t n = std::min<size_t>(bytes.size(), 8);
+    *h = MsgpackReader::BigEndian(reinterpret_cast<const uint8_t*>(bytes.data() + bytes.size() - n),
+                                  n);
+    return true;
+  }
+
+  bool ReadHashes(Event& e) {
+    uint32_t n;
+    if (!r_.ReadArrayHeader(&n)) return Fail(Is("block_hashes"));
+    e.block_hashes.offset = static_cast<uint32_t>(out_.hashes.size());
+    out_.hashes.reserve(out_.hashes.size() + std::min<size_t>(n, r_.remaining()));
+    for (uint32_t i = 0; i < n; ++i) {
+      uint64_t h;
+      if (!ReadHash(&h)) return Fail(fmt::format("block_hashes[{}] is {}", i, TypeName(r_.Peek())));
+      out_.hashes.push_back(h);
+    }
+    e.block_hashes.size = n;
+    event_.hashes = true;
+    return true;
+  }
+
+  // The hot loop: one id, straight to u32. The common encodings are handled inline.
+  IdResult ReadTokenId(uint32_t* id) {
+    const uint8_t* p = r_.cursor();
+    const size_t left = r_.remaining();
+    if (left > 0 && p[0] <= 0x7f) {
+      *id = p[0];
+      r_.Advance(1);
+      return IdResult::kOk;
+    }
+    if (left >= 5 && (p[0] == 0xcd || p[0] == 0xce)) {
+      // uint16 and uint32 ids mix at random in real prompts: one branch-free path for both.
+      uint32_t be;
+      std::memcpy(&be, p + 1, 4);
+      const bool wide = p[0] == 0xce;
+      *id = __builtin_bswap32(be) >> (wide ? 0 : 16);
+      r_.Advance(wide ? 5 : 3);
+      return IdResult::kOk;
+    }
+    if (left >= 9 && p[0] == 0xcf) {  // u64: SGLang's wide image-pad ids fold here
+      uint64_t be;
+      std::memcpy(&be, p + 1, 8);
+      *id = TokenFromU64(__builtin_bswap64(be));
+      r_.Advance(9);
+      return IdResult::kOk;
+    }
+    uint64_t u;
+    bool negative;
+    if (!r_.ReadInteger(&u, &negative)) return IdResult::kNotInteger;
+    if (negative) return IdResult::kNegative;
+    *id = TokenFromU64(u);
+    return IdResult::kOk;
+  }
+
+  bool TokenError(IdResult result) {
+    if (result == IdResult::kNegative) return Fail("negative token id");
+    return Fail(fmt::format("token id is {}", TypeName(r_.Peek())));
+  }
+
+  bool ReadTokens(Event& e) {
+    uint32_t n;
+    if (!r_.ReadArrayHeader(&n)) return Fail(Is("token_ids"));
+    if (n > r_.remaining()) return Fail("truncated token_ids");
+    e.token_ids.offset = static_cast<uint32_t>(out_.tokens.size());
+    event_.tokens = true;
+    if (n > 0 && r_.Peek() == MsgType::kArray) return ReadBigramTokens(e, n);
+    std::vector<uint32_t>& tokens = out_.tokens;
+    tokens.reserve(tokens.size() + n);
+    for (uint32_t i = 0; i < n; ++i) {
+      uint32_t id;
+      const IdResult result = ReadTokenId(&id);
+      if (result != IdResult::kOk) [[unlikely]] {
+        if (r_.Peek() == MsgType::kArray) return Fail("token_ids mixes integers and pairs");
+        return TokenError(result);
+      }
+      tokens.push_back(id);
+    }
+    e.token_ids.size = n;
+    return true;
+  }
+
+  // EAGLE bigrams [[a,b],[b,c],...]: each pair's first token, plus the last pair's second.
+  bool ReadBigramTokens(Event& e, uint32_t pairs) {
+    e.is_eagle = true;
+    out_.tokens.reserve(out_.tokens.size() + pairs + 1);
+    for (uint32_t i = 0; i < pairs; ++i) {
+      uint32_t two;
+      if (!r_.ReadArrayHeader(&two)) return Fail("token_ids mixes integers and pairs");
+      if (two != 2) return Fail("token_ids pair must be a 2-element array");
+      uint32_t first, second;
+      IdResult result = ReadTokenId(&first);
+      if (result != IdResult::kOk) return TokenError(result);
+      result = ReadTokenId(&second);
+      if (result != IdResult::kOk) return TokenError(result);
+      out_.tokens.push_back(first);
+      if (i + 1 == pairs) out_.tokens.push_back(second);
+    }
+    e.token_ids.size = pairs + 1;
+    return true;
+  }
+
+  // extra_keys (per-block tuples of mm hashes, LoRA name, cache salt...): keep the string
+  // leaves in order; everything else is read past.
+  bool ReadExtraKeys(Event& e) {
+    uint64_t pending = 1;
+    while (pending > 0) {
+      --pending;
+      uint32_t n;
+      std::string_view s;
+      if (r_.ReadArrayHeader(&n)) {
+        pending += n;
+      } else if (r_.ReadMapHeader(&n)) {
+        pending += uint64_t{n} * 2;
+      } else if (r_.ReadStr(&s)) {
+        out_.extra_keys.push_back(AppendText(s));
+        ++e.extra_keys.size;
+      } else if (!r_.Skip()) {
+        return Fail("truncated extra_keys");
+      }
     }
     return true;
   }
@@ -602,108 +490,27 @@ class BatchVisitor : public msgpack::null_visitor {
     return slice;
   }
 
-  void MarkFailed(std::string message) {
-    if (!event_failed_) {
-      event_failed_ = true;
-      event().message = std::move(message);
-    }
-  }
-
-  // Marks the current event invalid; everything up to its end is then skipped.
-  bool FailEvent(std::string message) {
-    MarkFailed(std::move(message));
-    while (stack_.back().role != Role::kEvent) {  // skip the rest of open field containers
-      stack_.pop_back();
-      ++skip_depth_;
-    }
-    return true;
-  }
-
-  // FailEvent for a container that is starting now (its end must be skipped too).
-  bool FailContainer(std::string message) {
-    FailEvent(std::move(message));
-    ++skip_depth_;
-    return true;
-  }
-
-  bool WrongType(std::string_view what) {
-    const Slot slot = CurrentSlot();
-    if (slot == Slot::kEvent) {
-      BeginEvent();
-      event().kind = EventKind::kInvalid;
-      event().message = fmt::format("event is {}, expected an array or map", what);
-      return true;
-    }
-    if (InsideEvent()) return FailEvent(fmt::format("{} is {}", SlotName(slot), what));
-    return BatchError(fmt::format("{} is {}", SlotName(slot), what));
-  }
-
-  bool ContainerWrongType(Slot slot) {
-    const std::string message = fmt::format("{} has the wrong type (a container)", SlotName(slot));
-    return InsideEvent() ? FailContainer(message) : BatchError(message);
-  }
-
-  bool InsideEvent() const {
-    for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) {
-      if (it->role == Role::kEvent) return true;
-    }
+  bool Fail(std::string message) {
+    error_ = std::move(message);
     return false;
   }
 
-  bool BatchError(std::string message) {
-    error_ = fmt::format("not an EventBatch: {}", message);
-    return false;
-  }
-
-  static constexpr size_t kMaxExtraDepth = 16;
-
+  MsgpackReader r_;
   DecodedBatch& out_;
-  std::vector<Frame> stack_;
-  uint32_t skip_depth_ = 0;
   std::string error_;
-  bool saw_batch_ = false;
-  bool saw_events_ = false;
-
-  // State of the event being decoded.
+  // Per event.
   Tag tag_ = Tag::kNone;
-  bool event_failed_ = false;
-  bool seen_hashes_ = false;
-  bool seen_tokens_ = false;
-  bool seen_block_size_ = false;
-  bool pairs_ = false;
-  std::string dropped_kind_;
   struct {
-    size_t hashes, tokens, text, extra_keys;
-  } rollback_{};
+    bool hashes = false, tokens = false, block_size = false;
+  } event_;
+  std::string dropped_kind_;
 };
 
 }  // namespace
 
 Status DecodeEventBatch(std::string_view payload, DecodedBatch& out) {
   out.Clear();
-  BatchVisitor visitor(out);
-  size_t offset = 0;
-  const bool ok = msgpack::parse(payload.data(), payload.size(), offset, visitor);
-  if (!visitor.error().empty()) {
-    out.Clear();
-    return Status::Error(visitor.error());
-  }
-  if (!ok || !visitor.saw_batch()) {
-    out.Clear();
-    return Status::Error(
-        payload.empty() ? "not an EventBatch: empty payload"
-                        : "not an EventBatch: top-level value is not an array or map");
-  }
-  if (!visitor.saw_events()) {
-    out.Clear();
-    return Status::Error("not an EventBatch: no events array");
-  }
-  if (offset != payload.size()) {
-    out.Clear();
-    return Status::Error(
-        fmt::format("not an EventBatch: {} trailing bytes", payload.size() - offset));
-  }
-  return Status::Ok();
+  return BatchDecoder(payload, out).Decode();
 }
 
 }  // namespace kvgate::wire

@@ -81,7 +81,8 @@ class EventWriter {
     }
     // A 32-byte digest whose last 8 bytes, big-endian, are the hash.
     char digest[32];
-    for (int i = 0; i < 24; ++i) digest[i] = static_cast<char>(((h >> ((i % 8) * 8)) & 0xff) ^ 0xa5);
+    for (int i = 0; i < 24; ++i)
+      digest[i] = static_cast<char>(((h >> ((i % 8) * 8)) & 0xff) ^ 0xa5);
     for (int i = 0; i < 8; ++i) digest[24 + i] = static_cast<char>((h >> (56 - 8 * i)) & 0xff);
     pk_.pack_bin(sizeof digest);
     pk_.pack_bin_body(digest, sizeof digest);

@@ -34,19 +34,19 @@ struct Slice {
 struct Event {
   EventKind kind = EventKind::kInvalid;
   Tier medium = Tier::kDevice;
-  bool is_eagle = false;          // token ids came as bigram pairs (EAGLE)
-  bool has_parent = false;        // parent_block_hash was present and not nil
+  bool is_eagle = false;    // token ids came as bigram pairs (EAGLE)
+  bool has_parent = false;  // parent_block_hash was present and not nil
   bool has_lora_name = false;
-  bool unknown_medium = false;    // medium string not recognised (treated as device)
-  uint32_t index = 0;             // position in the batch's event array
+  bool unknown_medium = false;  // medium string not recognised (treated as device)
+  uint32_t index = 0;           // position in the batch's event array
   uint32_t block_size = 0;
   uint32_t group_idx = 0;
   uint64_t parent_hash = 0;
-  Slice block_hashes;             // into DecodedBatch::hashes
-  Slice token_ids;                // into DecodedBatch::tokens
-  Slice lora_name;                // into DecodedBatch::text
-  Slice extra_keys;               // into DecodedBatch::extra_keys: string leaves, in order
-  std::string message;            // kInvalid: the error; kDropped: the reason
+  Slice block_hashes;   // into DecodedBatch::hashes
+  Slice token_ids;      // into DecodedBatch::tokens
+  Slice lora_name;      // into DecodedBatch::text
+  Slice extra_keys;     // into DecodedBatch::extra_keys: string leaves, in order
+  std::string message;  // kInvalid: the error; kDropped: the reason
 };
 
 // One decoded EventBatch. Reuse one object across Decode() calls: Clear() keeps capacity.

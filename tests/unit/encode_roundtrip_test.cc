@@ -66,12 +66,11 @@ TEST_P(RoundTrip, EveryEventSurvives) {
   EXPECT_EQ(b.events[3].kind, EventKind::kCleared);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllFormats, RoundTrip,
-                         ::testing::Combine(::testing::Values(EventFormat::kVllmMap,
-                                                              EventFormat::kVllmPositional,
-                                                              EventFormat::kSglang),
-                                            ::testing::Values(HashFormat::kInt,
-                                                              HashFormat::kBytes)));
+INSTANTIATE_TEST_SUITE_P(
+    AllFormats, RoundTrip,
+    ::testing::Combine(::testing::Values(EventFormat::kVllmMap, EventFormat::kVllmPositional,
+                                         EventFormat::kSglang),
+                       ::testing::Values(HashFormat::kInt, HashFormat::kBytes)));
 
 }  // namespace
 }  // namespace kvgate::wire

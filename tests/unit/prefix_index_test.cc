@@ -53,8 +53,7 @@ ApplyStats Apply(PrefixIndex& index, WorkerKey w, std::vector<wire::OutEvent> ev
 using Blocks = std::array<uint32_t, 4>;
 using Key = std::pair<uint32_t, uint32_t>;
 
-std::map<Key, Blocks> MatchMap(
-    const PrefixIndex& index, const std::vector<uint64_t>& local) {
+std::map<Key, Blocks> MatchMap(const PrefixIndex& index, const std::vector<uint64_t>& local) {
   std::vector<Overlap> out;
   index.Match(local, out);
   std::map<Key, Blocks> m;
@@ -120,8 +119,7 @@ TEST(PrefixIndex, TiersDpRanksClearAndRemoveWorker) {
 
   // Removing the device copy leaves the host copy.
   Apply(index, {2, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[0])}, wire::Tier::kDevice}});
-  EXPECT_EQ(MatchMap(index, d.local)[std::make_pair(2u, 0u)],
-            (Blocks{0, 1, 0, 0}));
+  EXPECT_EQ(MatchMap(index, d.local)[std::make_pair(2u, 0u)], (Blocks{0, 1, 0, 0}));
 
   Apply(index, {1, 1}, {wire::AllCleared{}});
   m = MatchMap(index, d.local);

@@ -38,8 +38,8 @@ TEST(StreamState, GapReplaysThenAppliesBufferedLiveInOrder) {
   s.OnReplay(2, "c");
   s.OnReplay(3, "d");  // the replay overlaps what we buffered
   s.OnReplayEnd();
-  EXPECT_EQ(r.log, (Log{"apply 0 a", "replay 1", "apply 1 b", "apply 2 c", "apply 3 d",
-                        "apply 4 e"}));
+  EXPECT_EQ(r.log,
+            (Log{"apply 0 a", "replay 1", "apply 1 b", "apply 2 c", "apply 3 d", "apply 4 e"}));
   EXPECT_EQ(s.counters().gaps, 1u);
   EXPECT_EQ(s.counters().replayed_batches, 3u);
   EXPECT_EQ(s.counters().duplicates, 1u);
