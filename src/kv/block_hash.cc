@@ -1,7 +1,5 @@
 #include "kv/block_hash.h"
 
-#include <xxhash.h>
-
 #include <bit>
 #include <cstring>
 
@@ -25,11 +23,6 @@ void AppendLocalBlockHashes(std::span<const uint32_t> tokens, uint32_t block_siz
   for (size_t i = 0; i < blocks; ++i) {
     out.push_back(XXH3_64bits_withSeed(tokens.data() + i * block_size, window, seed));
   }
-}
-
-uint64_t ChainSequenceHash(uint64_t previous, uint64_t local) {
-  uint64_t pair[2] = {previous, local};
-  return XXH3_64bits_withSeed(pair, sizeof pair, kDefaultSeed);
 }
 
 void SequenceHashes(std::span<const uint64_t> local, std::vector<uint64_t>& out) {

@@ -2,6 +2,9 @@
 // ids per full block, the LoRA / cache-salt seed, and chained sequence hashes.
 #pragma once
 
+#define XXH_INLINE_ALL  // header-only XXH3: no call through the shared library
+#include <xxhash.h>
+
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -28,8 +31,12 @@ inline size_t NumHashedBlocks(size_t num_tokens, uint32_t block_size, bool eagle
   return num_tokens / block_size;
 }
 
-// seq[i] = XXH3(LE64(seq[i-1]) || LE64(local[i]), 1337), seq[0] = local[0].
-uint64_t ChainSequenceHash(uint64_t previous, uint64_t local);
+// seq[i] = XXH3(LE64(seq[i-1]) || LE64(local[i]), 1337), seq[0] = local[0]. Inline: the
+// index computes one per block of every request it matches.
+inline uint64_t ChainSequenceHash(uint64_t previous, uint64_t local) {
+  const uint64_t pair[2] = {previous, local};  // little-endian in memory (checked in .cc)
+  return XXH3_64bits_withSeed(pair, sizeof pair, kDefaultSeed);
+}
 void SequenceHashes(std::span<const uint64_t> local, std::vector<uint64_t>& out);
 
 }  // namespace kvgate::kv

@@ -4,11 +4,13 @@
 #include <bit>
 #include <mutex>
 
+#include "absl/container/inlined_vector.h"
 #include "kv/block_hash.h"
 
 namespace kvgate::kv {
 namespace {
 
+constexpr uint32_t kTierBits = NodeTable::kTierBits;
 constexpr uint32_t kTierMask = (1u << wire::kNumTiers) - 1;
 
 uint32_t TierBit(wire::Tier tier) { return 1u << static_cast<uint32_t>(tier); }
@@ -96,7 +98,7 @@ void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, co
     seq = chained ? ChainSequenceHash(seq, h) : h;
     chained = true;
     h = seq;
-    nodes_.prefetch(seq);
+    nodes_.Prefetch(seq);
   }
   for (uint64_t engine_hash : engine_hashes) wb.engine_to_seq.prefetch(engine_hash);
   const uint32_t bit = TierBit(e.medium);
@@ -105,10 +107,10 @@ void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, co
     auto [it, inserted] = wb.engine_to_seq.try_emplace(engine_hashes[i], seq);
     if (!inserted && it->second != seq) {
       // The engine reused a hash for other content: the old block is gone.
-      Detach(slot, it->second, kTierMask);
+      nodes_.Detach(it->second, slot, kTierMask);
       it->second = seq;
     }
-    Attach(slot, seq, bit);
+    nodes_.Attach(seq, slot, bit);
   }
   stats.stored_blocks += engine_hashes.size();
 }
@@ -123,42 +125,14 @@ void PrefixIndex::ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, c
       ++stats.unknown_removal;
       continue;
     }
-    if (Detach(slot, it->second, bit) == 0) wb.engine_to_seq.erase(it);
+    if (nodes_.Detach(it->second, slot, bit) == 0) wb.engine_to_seq.erase(it);
     ++stats.removed_blocks;
   }
 }
 
-void PrefixIndex::Attach(uint32_t slot, uint64_t seq, uint32_t tier_bit) {
-  Holders& holders = nodes_[seq].holders;
-  const uint32_t word = slot << kTierBits;
-  // Holders stay sorted by slot so Match can intersect by merging.
-  auto it = std::lower_bound(holders.begin(), holders.end(), word);
-  if (it != holders.end() && (*it >> kTierBits) == slot) {
-    *it |= tier_bit;
-  } else {
-    holders.insert(it, word | tier_bit);
-  }
-}
-
-uint32_t PrefixIndex::Detach(uint32_t slot, uint64_t seq, uint32_t tier_mask) {
-  auto node = nodes_.find(seq);
-  if (node == nodes_.end()) return 0;
-  Holders& holders = node->second.holders;
-  const uint32_t word = slot << kTierBits;
-  auto it = std::lower_bound(holders.begin(), holders.end(), word);
-  if (it == holders.end() || (*it >> kTierBits) != slot) return 0;
-  *it &= ~tier_mask;
-  const uint32_t left = *it & kTierMask;
-  if (left == 0) {
-    holders.erase(it);
-    if (holders.empty()) nodes_.erase(node);
-  }
-  return left;
-}
-
 void PrefixIndex::ClearSlot(uint32_t slot) {
   WorkerBlocks& wb = slots_[slot];
-  for (const auto& [engine_hash, seq] : wb.engine_to_seq) Detach(slot, seq, kTierMask);
+  for (const auto& [engine_hash, seq] : wb.engine_to_seq) nodes_.Detach(seq, slot, kTierMask);
   wb.engine_to_seq.clear();
 }
 
@@ -196,28 +170,27 @@ void PrefixIndex::Match(std::span<const uint64_t> local_hashes, std::vector<Over
   for (size_t i = 1; i < seq.size(); ++i) seq[i] = ChainSequenceHash(seq[i - 1], local_hashes[i]);
   constexpr size_t kPrefetchAhead = 16;
   std::shared_lock lock(mu_);
-  for (size_t i = 0; i < std::min(kPrefetchAhead, seq.size()); ++i) nodes_.prefetch(seq[i]);
-  auto node = nodes_.find(seq[0]);
-  if (node == nodes_.end()) return;
-  for (uint32_t word : node->second.holders) {
+  for (size_t i = 0; i < std::min(kPrefetchAhead, seq.size()); ++i) nodes_.Prefetch(seq[i]);
+  for (uint32_t word : nodes_.Find(seq[0])) {
     Candidate c{word >> kTierBits, {}};
     c.blocks[std::countr_zero(word & kTierMask)] = 1;
     active.push_back(c);
   }
   for (size_t i = 1; i < seq.size() && !active.empty(); ++i) {
-    if (i + kPrefetchAhead < seq.size()) nodes_.prefetch(seq[i + kPrefetchAhead]);
-    node = nodes_.find(seq[i]);
-    if (node == nodes_.end()) break;
+    if (i + kPrefetchAhead < seq.size()) nodes_.Prefetch(seq[i + kPrefetchAhead]);
+    const std::span<const uint32_t> holders = nodes_.Find(seq[i]);
+    if (holders.empty()) break;
     // Merge the sorted candidate list with the node's sorted holders: a candidate missing
     // here has reached the end of its prefix.
-    const Holders& holders = node->second.holders;
     size_t kept = 0;
     auto h = holders.begin();
-    for (Candidate& c : active) {
+    for (size_t j = 0; j < active.size(); ++j) {
+      Candidate& c = active[j];
       while (h != holders.end() && (*h >> kTierBits) < c.slot) ++h;
       if (h != holders.end() && (*h >> kTierBits) == c.slot) {
         ++c.blocks[std::countr_zero(*h & kTierMask)];
-        active[kept++] = c;
+        if (kept != j) active[kept] = c;  // compact only once someone has dropped out
+        ++kept;
       } else {
         out.push_back(Overlap{slots_[c.slot].key, c.blocks});
       }
@@ -231,11 +204,8 @@ IndexStats PrefixIndex::Stats() const {
   std::shared_lock lock(mu_);
   IndexStats s;
   s.nodes = nodes_.size();
-  s.approx_bytes = nodes_.capacity() * (sizeof(std::pair<uint64_t, Node>) + 1);
-  for (const auto& [seq, node] : nodes_) {
-    s.entries += node.holders.size();
-    if (node.holders.size() > 2) s.approx_bytes += node.holders.capacity() * sizeof(uint32_t);
-  }
+  s.entries = nodes_.holders();
+  s.approx_bytes = nodes_.memory_bytes();
   for (const WorkerBlocks& wb : slots_) {
     if (!wb.live) continue;
     ++s.workers;

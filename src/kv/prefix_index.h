@@ -4,9 +4,9 @@
 //
 // Shape: a radix tree over local block hashes whose nodes are keyed by the chained
 // sequence hash (a node *is* a prefix; its parent edge is implicit in the chain), stored in
-// one flat hash map. Each node lists its holders as packed (slot, tier mask) words. Per
-// worker, a map from the engine's own block hash to the node resolves removals and parent
-// links; kvgate never matches on engine hashes.
+// one NodeTable. Each node lists its holders as packed (slot, tier mask) words. Per worker,
+// a map from the engine's own block hash to the node resolves removals and parent links;
+// kvgate never matches on engine hashes.
 //
 // Concurrency: one writer applies events under an exclusive lock taken per event; readers
 // match under a shared lock and never block each other. An event is a few blocks (about a
@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
-#include "kv/huge_page_allocator.h"
+#include "common/spin_shared_mutex.h"
+#include "kv/node_table.h"
 #include "wire/event.h"
 
 namespace kvgate::kv {
@@ -87,12 +87,6 @@ class PrefixIndex {
   IndexStats Stats() const;
 
  private:
-  // A holder word: slot << kTierBits | tier mask.
-  static constexpr uint32_t kTierBits = 4;
-  using Holders = absl::InlinedVector<uint32_t, 2>;
-  struct Node {
-    Holders holders;
-  };
   struct WorkerBlocks {
     WorkerKey key;
     bool live = false;
@@ -104,16 +98,11 @@ class PrefixIndex {
                    ApplyStats& stats);
   void ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
                     ApplyStats& stats);
-  void Attach(uint32_t slot, uint64_t seq, uint32_t tier_bit);
-  // Clears `tier_mask` bits of slot's holder word on node `seq`; returns the bits left.
-  uint32_t Detach(uint32_t slot, uint64_t seq, uint32_t tier_mask);
   void ClearSlot(uint32_t slot);
 
   const uint32_t block_size_;
-  mutable std::shared_mutex mu_;
-  using NodeMap = absl::flat_hash_map<uint64_t, Node, absl::Hash<uint64_t>, std::equal_to<>,
-                                      HugePageAllocator<std::pair<const uint64_t, Node>>>;
-  NodeMap nodes_;
+  mutable SpinSharedMutex mu_;
+  NodeTable nodes_;
   std::vector<WorkerBlocks> slots_;
   absl::flat_hash_map<WorkerKey, uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;
