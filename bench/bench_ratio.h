@@ -36,15 +36,18 @@ class CapturingReporter : public benchmark::ConsoleReporter {
 inline int RunWithRatios(int argc, char** argv,
                          const std::vector<std::pair<std::string, std::string>>& pairs,
                          const char* what) {
-  // Shared machines are noisy: default to the median of 5 repetitions.
+  // Shared machines are noisy: default to the median of 9 repetitions, interleaved so that
+  // drift hits a benchmark and its reference alike.
   std::vector<char*> args(argv, argv + argc);
-  std::string repetitions = "--benchmark_repetitions=5";
+  std::string repetitions = "--benchmark_repetitions=9";
   std::string aggregates = "--benchmark_report_aggregates_only=true";
+  std::string interleave = "--benchmark_enable_random_interleaving=true";
   bool has_repetitions = false;
   for (char* a : args) has_repetitions |= std::string(a).starts_with("--benchmark_repetitions");
   if (!has_repetitions) {
     args.push_back(repetitions.data());
     args.push_back(aggregates.data());
+    args.push_back(interleave.data());
   }
   argc = static_cast<int>(args.size());
   argv = args.data();
