@@ -8,7 +8,8 @@ namespace kvgate::app {
 
 void AddEventsCommand(CLI::App& app, int& exit_code);
 void AddHashCommand(CLI::App& app, int& exit_code);
-// serve, mocker, replay, tokenize, template: their flags and help are real; running them
+void AddReplayCommand(CLI::App& app, int& exit_code);
+// serve, mocker, tokenize, template: their flags and help are real; running them
 // says they have not landed yet and exits 2.
 void AddPendingCommands(CLI::App& app, int& exit_code);
 

@@ -55,21 +55,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   mocker->add_option("--seed", i, "Random seed");
   MarkPending(mocker, "#7", exit_code);
 
-  CLI::App* replay =
-      app.add_subcommand("replay", "Replay a request trace and report KV reuse and latency");
-  replay->add_option("--trace", s, "Mooncake JSONL trace");
-  replay->add_option("--workers", i, "Simulated workers")->default_str("8");
-  replay->add_option("--policy", s, "Comma-separated policies to compare");
-  replay->add_option("--num-blocks", i, "KV blocks per worker");
-  replay->add_option("--block-size", i, "Tokens per KV block");
-  replay->add_option("--trace-block-size", i, "Tokens per trace hash id")->default_str("512");
-  replay->add_option("--speed", d, "Arrival speed-up");
-  replay->add_option("--seed", i, "Random seed");
-  replay->add_option("--out", s, "Write the JSON report here");
-  replay->add_option("--plot", s, "Write plots into this directory");
-  replay->add_option("--url", s, "Replay live against a running gateway");
-  MarkPending(replay, "#9", exit_code);
-
   CLI::App* tokenize = app.add_subcommand("tokenize", "Tokenize stdin with a HF tokenizer.json");
   tokenize->add_option("--tokenizer", s, "tokenizer.json")->required();
   tokenize->add_flag("--add-special-tokens", b, "Add BOS/EOS as the post-processor says");

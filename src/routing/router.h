@@ -22,7 +22,10 @@ std::optional<Policy> ParsePolicy(std::string_view name);
 std::string_view PolicyName(Policy policy);
 
 struct KvWeights {
-  double prefill_weight = 1.0;
+  // A prefill block costs far more engine time than holding a block while decoding: 8 was
+  // best on both the Mooncake and the synthetic trace, from light load to saturation
+  // (docs/benchmarks.md); 1 let active decode blocks outweigh a cached prefix.
+  double prefill_weight = 8.0;
   double request_weight = 1.0;
   double temperature = 0.0;  // 0: argmin; > 0: sample p ~ exp(-normalized_cost / T)
 };

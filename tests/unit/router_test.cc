@@ -41,6 +41,8 @@ RouterConfig Config(Policy policy, double temperature = 0) {
   RouterConfig c;
   c.policy = policy;
   c.block_size = kBs;
+  c.kv.prefill_weight = 1;  // the hand-computed costs below use unit weights
+  c.kv.request_weight = 1;
   c.kv.temperature = temperature;
   c.seed = 99;
   return c;

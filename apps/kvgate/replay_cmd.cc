@@ -1,0 +1,130 @@
+// `kvgate replay`: replays a request trace against simulated workers under each routing
+// policy and reports prefix reuse and latency (DESIGN.md §9, §10).
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "replay/report.h"
+#include "replay/simulator.h"
+
+namespace kvgate::app {
+namespace {
+
+struct ReplayFlags {
+  std::string trace;
+  uint32_t workers = 8;
+  std::string policies = "kv,round_robin,random,least_loaded,approx";
+  uint32_t num_blocks = 16384;
+  uint32_t block_size = 16;
+  uint32_t trace_block_size = 512;
+  double speed = 1.0;
+  uint64_t seed = 0;
+  std::string out;
+  std::string plot;
+  std::string url;
+  routing::KvWeights kv;
+};
+
+int Replay(const ReplayFlags& f) {
+  if (!f.url.empty()) {
+    std::cerr << "kvgate replay: live mode (--url) needs the gateway, which has not landed yet "
+                 "(issue #8)\n";
+    return 2;
+  }
+  std::vector<routing::Policy> policies;
+  std::stringstream list(f.policies);
+  for (std::string name; std::getline(list, name, ',');) {
+    auto p = routing::ParsePolicy(name);
+    if (!p) {
+      std::cerr << "kvgate replay: unknown policy '" << name << "'\n";
+      return 2;
+    }
+    policies.push_back(*p);
+  }
+  replay::Trace trace;
+  if (f.trace.empty()) {
+    replay::SyntheticTraceOptions o;
+    o.seed = f.seed;
+    o.trace_block_size = f.trace_block_size;
+    trace = replay::GenerateSyntheticTrace(o);
+  } else if (Status s = replay::ReadMooncakeTrace(f.trace, trace); !s.ok()) {
+    std::cerr << "kvgate replay: " << s.message() << '\n';
+    return 1;
+  }
+
+  replay::ReplayOptions options;
+  options.workers = f.workers;
+  options.engine.num_blocks = f.num_blocks;
+  options.engine.block_size = f.block_size;
+  options.trace_block_size = f.trace_block_size;
+  options.speed = f.speed;
+  options.seed = f.seed;
+  options.kv_weights = f.kv;
+
+  replay::Report report;
+  report.trace_path = trace.path;
+  report.trace_requests = trace.requests.size();
+  report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
+  const bool tty = isatty(STDERR_FILENO);
+  for (routing::Policy policy : policies) {
+    auto progress = [&](size_t done, size_t total) {
+      if (!tty) return;
+      const int width = 40;
+      const int filled = static_cast<int>(width * done / std::max<size_t>(1, total));
+      std::cerr << '\r' << routing::PolicyName(policy) << " [" << std::string(filled, '#')
+                << std::string(width - filled, ' ') << "] " << done << '/' << total
+                << (done == total ? "\n" : "") << std::flush;
+    };
+    const replay::PolicyRun run = replay::RunOffline(trace, policy, options, progress);
+    report.policies.push_back(replay::Summarize(run, f.workers, f.block_size));
+  }
+  std::cout << replay::ReportTable(report);
+  if (!f.out.empty()) {
+    std::ofstream(f.out) << replay::ReportJson(report) << '\n';
+  }
+  if (!f.plot.empty()) {
+    if (Status s = replay::WritePlots(report, f.plot); !s.ok()) {
+      std::cerr << "kvgate replay: " << s.message() << '\n';
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddReplayCommand(CLI::App& app, int& exit_code) {
+  static ReplayFlags f;
+  CLI::App* cmd =
+      app.add_subcommand("replay", "Replay a request trace and report KV reuse and latency");
+  cmd->add_option("--trace", f.trace, "Mooncake JSONL trace (default: a synthetic trace)");
+  cmd->add_option("--workers", f.workers, "Simulated workers")->capture_default_str();
+  cmd->add_option("--policy", f.policies, "Comma-separated policies to compare")
+      ->capture_default_str();
+  cmd->add_option("--num-blocks", f.num_blocks, "KV blocks per worker")->capture_default_str();
+  cmd->add_option("--block-size", f.block_size, "Tokens per KV block")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--trace-block-size", f.trace_block_size, "Tokens per trace hash id")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--speed", f.speed, "Arrival speed-up (timestamps are divided by it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", f.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--out", f.out, "Write the JSON report here");
+  cmd->add_option("--plot", f.plot, "Write SVG plots (ttft_cdf.svg, reuse.svg) into this directory");
+  cmd->add_option("--url", f.url, "Replay live against a running gateway");
+  cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
+      ->capture_default_str();
+  cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")
+      ->capture_default_str();
+  cmd->add_option("--temperature", f.kv.temperature, "kv policy: 0 = argmin, > 0 = sample")
+      ->capture_default_str();
+  cmd->callback([&exit_code] { exit_code = Replay(f); });
+}
+
+}  // namespace kvgate::app

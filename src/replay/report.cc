@@ -1,0 +1,190 @@
+#include "replay/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace kvgate::replay {
+namespace {
+
+namespace json = boost::json;
+
+// Nearest-rank percentile of sorted values.
+double At(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t rank = static_cast<size_t>(std::ceil(q * sorted.size()));
+  return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+Percentiles Of(std::vector<double>& values) {
+  std::sort(values.begin(), values.end());
+  return {At(values, 0.50), At(values, 0.90), At(values, 0.99)};
+}
+
+json::object PercentilesJson(const Percentiles& p) {
+  return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}};
+}
+
+}  // namespace
+
+PolicySummary Summarize(const PolicyRun& run, uint32_t workers, uint32_t block_size) {
+  PolicySummary s;
+  s.policy = std::string(routing::PolicyName(run.policy));
+  s.requests_per_worker.assign(workers, 0);
+  s.wall_seconds = run.wall_seconds;
+  std::vector<double> ttft, itl, e2e;
+  uint64_t prompt = 0, cached = 0, predicted = 0;
+  double first_arrival = 1e300, last_finish = 0;
+  for (const RequestMetrics& m : run.requests) {
+    if (m.rejected || m.finish_ms < 0) {
+      ++s.rejected;
+      continue;
+    }
+    ++s.requests;
+    ++s.requests_per_worker[m.worker];
+    prompt += m.prompt_tokens;
+    cached += m.cached_tokens;
+    // Engines serve at most prompt - 1 tokens from cache, in whole blocks.
+    const uint64_t servable = (m.prompt_tokens - 1) / block_size * block_size;
+    predicted += std::min<uint64_t>(uint64_t{m.predicted_blocks} * block_size, servable);
+    ttft.push_back(m.first_token_ms - m.arrival_ms);
+    e2e.push_back(m.finish_ms - m.arrival_ms);
+    itl.insert(itl.end(), m.itl_ms.begin(), m.itl_ms.end());
+    first_arrival = std::min(first_arrival, m.arrival_ms);
+    last_finish = std::max(last_finish, m.finish_ms);
+  }
+  s.reuse = prompt == 0 ? 0 : static_cast<double>(cached) / prompt;
+  s.predicted_reuse = prompt == 0 ? 0 : static_cast<double>(predicted) / prompt;
+  s.ttft_ms = Of(ttft);
+  s.ttft_sorted = ttft;
+  s.itl_ms = Of(itl);
+  s.e2e_ms = Of(e2e);
+  const double span_s = (last_finish - first_arrival) / 1000;
+  s.throughput_rps = span_s > 0 ? s.requests / span_s : 0;
+  return s;
+}
+
+std::string ReportJson(const Report& report) {
+  json::array policies;
+  for (const PolicySummary& p : report.policies) {
+    json::array per_worker(p.requests_per_worker.begin(), p.requests_per_worker.end());
+    policies.push_back(json::object{{"policy", p.policy},
+                                    {"requests", p.requests},
+                                    {"rejected", p.rejected},
+                                    {"reuse", p.reuse},
+                                    {"predicted_reuse", p.predicted_reuse},
+                                    {"ttft_ms", PercentilesJson(p.ttft_ms)},
+                                    {"itl_ms", PercentilesJson(p.itl_ms)},
+                                    {"e2e_ms", PercentilesJson(p.e2e_ms)},
+                                    {"throughput_rps", p.throughput_rps},
+                                    {"requests_per_worker", std::move(per_worker)},
+                                    {"wall_seconds", p.wall_seconds}});
+  }
+  json::object out{{"trace", json::object{{"path", report.trace_path},
+                                          {"requests", report.trace_requests},
+                                          {"ideal_reuse", report.ideal_reuse}}},
+                   {"policies", std::move(policies)}};
+  return json::serialize(out);
+}
+
+std::string ReportTable(const Report& report) {
+  std::string out = fmt::format("trace {} ({} requests), ideal reuse {:.1f}%\n\n",
+                                report.trace_path, report.trace_requests,
+                                100 * report.ideal_reuse);
+  out += fmt::format("{:<13} {:>6} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {}\n",
+                     "policy", "reqs", "reuse", "ttft p50", "ttft p90", "ttft p99", "itl p50",
+                     "itl p99", "e2e p50", "req/s", "worker min-max");
+  for (const PolicySummary& p : report.policies) {
+    const auto [lo, hi] =
+        std::minmax_element(p.requests_per_worker.begin(), p.requests_per_worker.end());
+    out += fmt::format(
+        "{:<13} {:>6} {:>6.1f}% {:>7.0f}ms {:>7.0f}ms {:>7.0f}ms {:>6.1f}ms {:>6.1f}ms "
+        "{:>7.0f}ms {:>7.2f} {:>5}-{}\n",
+        p.policy, p.requests, 100 * p.reuse, p.ttft_ms.p50, p.ttft_ms.p90, p.ttft_ms.p99,
+        p.itl_ms.p50, p.itl_ms.p99, p.e2e_ms.p50, p.throughput_rps,
+        lo == p.requests_per_worker.end() ? 0 : *lo, hi == p.requests_per_worker.end() ? 0 : *hi);
+  }
+  return out;
+}
+
+Status WritePlots(const Report& report, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Error(fmt::format("cannot create {}: {}", dir, ec.message()));
+  static constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"};
+  const double w = 640, h = 400, left = 60, right = 150, top = 30, bottom = 50;
+
+  // TTFT CDF, log-scaled time axis.
+  double max_ttft = 1;
+  for (const auto& p : report.policies) {
+    if (!p.ttft_sorted.empty()) max_ttft = std::max(max_ttft, p.ttft_sorted.back());
+  }
+  const double lo = 1, hi = std::log10(max_ttft * 1.2);
+  auto x = [&](double ms) {
+    return left + (std::log10(std::max(ms, lo)) - 0) / hi * (w - left - right);
+  };
+  auto y = [&](double q) { return top + (1 - q) * (h - top - bottom); };
+  std::string svg = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' "
+      "font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      "<text x='{}' y='18'>TTFT CDF per policy (ms, log scale)</text>\n",
+      w, h, left);
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", left, y(0),
+                     w - right, y(0));
+  svg += fmt::format("<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n", left, y(0), left,
+                     y(1));
+  for (double decade = 1; decade <= max_ttft * 1.2; decade *= 10) {
+    svg += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{}</text>\n", x(decade),
+                       y(0) + 16, decade);
+  }
+  for (double q : {0.0, 0.5, 0.9, 1.0}) {
+    svg += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{}</text>\n", left - 4,
+                       y(q) + 4, q);
+  }
+  for (size_t i = 0; i < report.policies.size(); ++i) {
+    const auto& v = report.policies[i].ttft_sorted;
+    std::string points;
+    const size_t step = std::max<size_t>(1, v.size() / 400);
+    for (size_t j = 0; j < v.size(); j += step) {
+      points += fmt::format("{:.1f},{:.1f} ", x(v[j]), y(static_cast<double>(j + 1) / v.size()));
+    }
+    if (!v.empty()) points += fmt::format("{:.1f},{:.1f}", x(v.back()), y(1));
+    const char* color = kColors[i % std::size(kColors)];
+    svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='2' points='{}'/>\n", color,
+                       points);
+    svg += fmt::format("<text x='{}' y='{}' fill='{}'>{}</text>\n", w - right + 10,
+                       top + 20 + 18 * i, color, report.policies[i].policy);
+  }
+  svg += "</svg>\n";
+  std::ofstream(std::filesystem::path(dir) / "ttft_cdf.svg") << svg;
+
+  // Reuse per policy, against the ideal.
+  const double bar_w = (w - left - right) / std::max<size_t>(1, report.policies.size()) * 0.7;
+  std::string bars = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' "
+      "font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n"
+      "<text x='{}' y='18'>Prefix reuse per policy (dashed: ideal {:.1f}%)</text>\n",
+      w, h, left, 100 * report.ideal_reuse);
+  for (size_t i = 0; i < report.policies.size(); ++i) {
+    const double reuse = report.policies[i].reuse;
+    const double bx = left + i * (w - left - right) / report.policies.size();
+    bars += fmt::format(
+        "<rect x='{:.1f}' y='{:.1f}' width='{:.1f}' height='{:.1f}' fill='{}'/>\n"
+        "<text x='{:.1f}' y='{:.1f}' text-anchor='middle'>{:.1f}%</text>\n"
+        "<text x='{:.1f}' y='{}' text-anchor='middle'>{}</text>\n",
+        bx, y(reuse), bar_w, y(0) - y(reuse), kColors[i % std::size(kColors)], bx + bar_w / 2,
+        y(reuse) - 4, 100 * reuse, bx + bar_w / 2, y(0) + 16, report.policies[i].policy);
+  }
+  bars += fmt::format(
+      "<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='black' stroke-dasharray='6 4'/>\n",
+      left, y(report.ideal_reuse), w - right, y(report.ideal_reuse));
+  bars += "</svg>\n";
+  std::ofstream(std::filesystem::path(dir) / "reuse.svg") << bars;
+  return Status::Ok();
+}
+
+}  // namespace kvgate::replay

@@ -1,0 +1,44 @@
+// Turns replay runs into the report of DESIGN.md §10: per-policy reuse and latency
+// percentiles as JSON, a terminal table, and SVG plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "replay/simulator.h"
+
+namespace kvgate::replay {
+
+struct Percentiles {
+  double p50 = 0, p90 = 0, p99 = 0;
+};
+
+struct PolicySummary {
+  std::string policy;
+  size_t requests = 0;   // completed
+  size_t rejected = 0;
+  double reuse = 0;      // cached prompt tokens / prompt tokens
+  double predicted_reuse = 0;  // what the router predicted (kv, approx)
+  Percentiles ttft_ms, itl_ms, e2e_ms;
+  double throughput_rps = 0;
+  std::vector<size_t> requests_per_worker;
+  double wall_seconds = 0;
+  std::vector<double> ttft_sorted;  // for plots
+};
+
+PolicySummary Summarize(const PolicyRun& run, uint32_t workers, uint32_t block_size);
+
+struct Report {
+  std::string trace_path;
+  size_t trace_requests = 0;
+  double ideal_reuse = 0;
+  std::vector<PolicySummary> policies;
+};
+
+std::string ReportJson(const Report& report);
+std::string ReportTable(const Report& report);
+// Writes ttft_cdf.svg and reuse.svg into `dir` (created if missing).
+Status WritePlots(const Report& report, const std::string& dir);
+
+}  // namespace kvgate::replay

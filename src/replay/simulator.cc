@@ -1,0 +1,183 @@
+#include "replay/simulator.h"
+
+#include <chrono>
+#include <memory>
+#include <queue>
+
+#include "absl/container/flat_hash_set.h"
+#include "events/stream_state.h"
+#include "kv/block_hash.h"
+#include "kv/prefix_index.h"
+#include "wire/decode.h"
+
+namespace kvgate::replay {
+namespace {
+
+// One worker's event stream into the index: the live path minus the socket.
+class EventPipe : public events::StreamActions {
+ public:
+  EventPipe(kv::PrefixIndex& index, uint32_t worker)
+      : index_(index), worker_(worker), state_(*this, /*replay_available=*/false) {}
+
+  void Publish(const std::string& payload) { state_.OnLive(next_seq_++, payload); }
+
+  void Apply(uint64_t, std::string_view payload) override {
+    if (!wire::DecodeEventBatch(payload, batch_).ok()) return;
+    index_.ApplyBatch({worker_, 0}, batch_, stats_);
+  }
+  void Restart() override { index_.RemoveWorker(worker_); }
+  void RequestReplay(uint64_t) override {}
+
+ private:
+  kv::PrefixIndex& index_;
+  uint32_t worker_;
+  events::StreamState state_;
+  uint64_t next_seq_ = 0;
+  wire::DecodedBatch batch_;
+  kv::ApplyStats stats_;
+};
+
+struct SimEvent {
+  double t;
+  uint64_t order;  // FIFO among equal times, for determinism
+  bool arrival;
+  uint32_t index;  // request (arrival) or worker (step done)
+  bool operator>(const SimEvent& o) const { return t != o.t ? t > o.t : order > o.order; }
+};
+
+}  // namespace
+
+PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOptions& options,
+                     const std::function<void(size_t, size_t)>& progress) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const uint32_t bs = options.engine.block_size;
+  kv::PrefixIndex index(bs);
+  routing::RouterConfig rc;
+  rc.policy = policy;
+  rc.block_size = bs;
+  rc.kv = options.kv_weights;
+  rc.seed = options.seed;
+  rc.approx.capacity_blocks = options.engine.num_blocks;
+  routing::Router router(rc, &index);
+
+  std::vector<std::unique_ptr<mocker::Engine>> engines;
+  std::vector<std::unique_ptr<EventPipe>> pipes;
+  std::vector<mocker::StepResult> pending(options.workers);
+  std::vector<bool> busy(options.workers, false);
+  for (uint32_t w = 0; w < options.workers; ++w) {
+    engines.push_back(std::make_unique<mocker::Engine>(options.engine));
+    pipes.push_back(std::make_unique<EventPipe>(index, w));
+    router.AddWorker({w, 0});
+  }
+
+  PolicyRun run;
+  run.policy = policy;
+  run.requests.resize(trace.requests.size());
+  std::vector<routing::RequestId> route_ids(trace.requests.size(), 0);
+  std::vector<double> last_token(trace.requests.size(), 0);
+
+  std::priority_queue<SimEvent, std::vector<SimEvent>, std::greater<>> queue;
+  uint64_t order = 0;
+  for (uint32_t i = 0; i < trace.requests.size(); ++i) {
+    queue.push({trace.requests[i].timestamp_ms / options.speed, order++, true, i});
+  }
+
+  auto start_step = [&](uint32_t w, double now) {
+    pending[w] = engines[w]->Step();
+    ++run.steps;
+    const mocker::StepResult& r = pending[w];
+    if (r.prefill_tokens == 0 && r.decode_tokens == 0 && r.outputs.empty()) {
+      busy[w] = false;  // nothing could be scheduled; the next arrival wakes the engine
+      return;
+    }
+    busy[w] = true;
+    queue.push({now + r.duration_ms, order++, false, w});
+  };
+
+  std::vector<uint64_t> local;
+  size_t arrived = 0;
+  const size_t progress_every = std::max<size_t>(1, trace.requests.size() / 100);
+  while (!queue.empty()) {
+    const SimEvent ev = queue.top();
+    queue.pop();
+    if (ev.arrival) {
+      const TraceRequest& tr = trace.requests[ev.index];
+      RequestMetrics& m = run.requests[ev.index];
+      std::vector<uint32_t> tokens = PromptTokens(tr, options.trace_block_size);
+      m.arrival_ms = ev.t;
+      m.prompt_tokens = static_cast<uint32_t>(tokens.size());
+      local.clear();
+      kv::AppendLocalBlockHashes(tokens, bs, kv::kDefaultSeed, false, local);
+      auto decision = router.Route({local, m.prompt_tokens, {}});
+      if (progress && ++arrived % progress_every == 0) progress(arrived, trace.requests.size());
+      if (!decision) {
+        m.rejected = true;
+        continue;
+      }
+      const uint32_t w = decision->worker.worker;
+      m.worker = w;
+      m.predicted_blocks = decision->cached_blocks;
+      route_ids[ev.index] = decision->id;
+      if (!engines[w]->Submit({ev.index, std::move(tokens), tr.output_length, ""})) {
+        m.rejected = true;
+        router.OnFailed(decision->id);
+        continue;
+      }
+      if (!busy[w]) start_step(w, ev.t);
+      continue;
+    }
+    const uint32_t w = ev.index;
+    mocker::StepResult& r = pending[w];
+    for (const mocker::StepOutput& o : r.outputs) {
+      RequestMetrics& m = run.requests[o.request_id];
+      if (o.first) {
+        m.first_token_ms = ev.t;
+        m.cached_tokens = o.cached_tokens;
+        router.OnFirstToken(route_ids[o.request_id]);
+      } else {
+        m.itl_ms.push_back(static_cast<float>(ev.t - last_token[o.request_id]));
+      }
+      last_token[o.request_id] = ev.t;
+      ++m.output_tokens;
+      if (o.finished) {
+        m.finish_ms = ev.t;
+        router.OnFinished(route_ids[o.request_id]);
+      }
+    }
+    if (!r.events.empty()) {
+      pipes[w]->Publish(wire::EncodeEventBatch(ev.t / 1000, 0, r.events, options.event_format));
+      ++run.event_batches;
+    }
+    if (engines[w]->HasWork()) {
+      start_step(w, ev.t);
+    } else {
+      busy[w] = false;
+    }
+  }
+  if (progress) progress(trace.requests.size(), trace.requests.size());
+  run.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  return run;
+}
+
+double IdealReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_size) {
+  absl::flat_hash_set<uint64_t> seen;
+  uint64_t cached = 0, total = 0;
+  std::vector<uint64_t> local, seq;
+  for (const TraceRequest& r : trace.requests) {
+    const std::vector<uint32_t> tokens = PromptTokens(r, trace_block_size);
+    local.clear();
+    seq.clear();
+    kv::AppendLocalBlockHashes(tokens, block_size, kv::kDefaultSeed, false, local);
+    kv::SequenceHashes(local, seq);
+    const size_t limit = (tokens.size() - 1) / block_size;
+    size_t hit = 0;
+    while (hit < limit && hit < seq.size() && seen.contains(seq[hit])) ++hit;
+    cached += hit * block_size;
+    total += tokens.size();
+    seen.insert(seq.begin(), seq.end());
+  }
+  return total == 0 ? 0 : static_cast<double>(cached) / static_cast<double>(total);
+}
+
+}  // namespace kvgate::replay

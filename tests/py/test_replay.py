@@ -1,0 +1,83 @@
+"""`kvgate replay` end to end: the report's JSON contract (DESIGN.md §10), determinism for
+a seed, the plots, and errors."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import main, run  # noqa: E402
+
+POLICIES = ["kv", "round_robin", "random", "least_loaded", "approx"]
+
+
+def strip_wall(report):
+    for p in report["policies"]:
+        p.pop("wall_seconds")
+    return report
+
+
+class ReplayTest(unittest.TestCase):
+    def replay(self, *args):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.json")
+            run(["replay", "--workers", "3", "--num-blocks", "2048", "--seed", "7", "--out", out,
+                 *args])
+            with open(out) as f:
+                return json.load(f)
+
+    def test_report_contract_and_determinism(self):
+        a = self.replay()
+        self.assertEqual(a["trace"]["path"], "synthetic")
+        self.assertGreater(a["trace"]["requests"], 0)
+        self.assertTrue(0 < a["trace"]["ideal_reuse"] < 1)
+        self.assertEqual([p["policy"] for p in a["policies"]], POLICIES)
+        for p in a["policies"]:
+            self.assertEqual(p["requests"], a["trace"]["requests"])
+            self.assertTrue(0 <= p["reuse"] <= a["trace"]["ideal_reuse"] + 1e-9)
+            for key in ["ttft_ms", "itl_ms", "e2e_ms"]:
+                q = p[key]
+                self.assertTrue(0 <= q["p50"] <= q["p90"] <= q["p99"], (key, q))
+            self.assertGreater(p["throughput_rps"], 0)
+        self.assertEqual(strip_wall(a), strip_wall(self.replay()))
+
+    def test_policy_subset_and_plots(self):
+        with tempfile.TemporaryDirectory() as d:
+            code, out, _ = run(["replay", "--workers", "2", "--policy", "kv,approx", "--plot", d,
+                                "--seed", "1"])
+            self.assertIn("kv", out)
+            self.assertIn("approx", out)
+            for name in ["ttft_cdf.svg", "reuse.svg"]:
+                root = ET.parse(os.path.join(d, name)).getroot()
+                self.assertTrue(root.tag.endswith("svg"))
+
+    def test_mooncake_trace_and_errors(self):
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            with open(trace, "w") as f:
+                f.write('{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n')
+                f.write('{"timestamp": 50, "input_length": 700, "output_length": 3, "hash_ids": [1, 2]}\n')
+            out = os.path.join(d, "r.json")
+            run(["replay", "--trace", trace, "--workers", "1", "--policy", "kv", "--out", out])
+            with open(out) as f:
+                report = json.load(f)
+            # By hand: request 2 reuses 512 + 64 of the first prompt's 600 tokens in blocks
+            # of 16: min(600 // 16 * 16 = 592, (700 - 1) // 16 * 16 = 688) = 592 tokens.
+            self.assertAlmostEqual(report["trace"]["ideal_reuse"], 592 / 1300)
+            self.assertAlmostEqual(report["policies"][0]["reuse"], 592 / 1300)
+            with open(trace, "a") as f:
+                f.write("not json\n")
+            code, _, err = run(["replay", "--trace", trace], check=False)
+            self.assertEqual(code, 1)
+            self.assertIn(":3:", err)
+        code, _, err = run(["replay", "--policy", "kv,best"], check=False)
+        self.assertEqual(code, 2)
+        self.assertIn("best", err)
+        code, _, err = run(["replay", "--url", "http://127.0.0.1:1"], check=False)
+        self.assertEqual(code, 2)
+
+
+if __name__ == "__main__":
+    main()
