@@ -116,7 +116,8 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f.seed, "Random seed")->capture_default_str();
   cmd->add_option("--out", f.out, "Write the JSON report here");
-  cmd->add_option("--plot", f.plot, "Write SVG plots (ttft_cdf.svg, reuse.svg) into this directory");
+  cmd->add_option("--plot", f.plot,
+                  "Write SVG plots (ttft_cdf.svg, reuse.svg) into this directory");
   cmd->add_option("--url", f.url, "Replay live against a running gateway");
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();

@@ -55,8 +55,8 @@ class BlockPool {
 
   const uint32_t block_size_;
   std::vector<Block> blocks_;
-  std::vector<uint32_t> free_;     // neither referenced nor cached
-  std::list<uint32_t> lru_;        // cached, unreferenced; front = least recently used
+  std::vector<uint32_t> free_;  // neither referenced nor cached
+  std::list<uint32_t> lru_;     // cached, unreferenced; front = least recently used
   absl::flat_hash_map<uint64_t, uint32_t> by_hash_;
   uint32_t used_ = 0;
   std::vector<wire::OutEvent> events_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/splitmix.h"
 #include "kv/block_hash.h"
 
 namespace kvgate::mocker {
@@ -27,25 +28,14 @@ struct Engine::Sequence {
     std::vector<uint64_t> local;
     const size_t from = hashes.size();
     if (from >= full) return;
-    kv::AppendLocalBlockHashes(std::span(tokens).subspan(from * block_size,
-                                                         (full - from) * block_size),
-                               block_size, seed, false, local);
+    kv::AppendLocalBlockHashes(
+        std::span(tokens).subspan(from * block_size, (full - from) * block_size), block_size, seed,
+        false, local);
     for (uint64_t h : local) {
       hashes.push_back(hashes.empty() ? h : kv::ChainSequenceHash(hashes.back(), h));
     }
   }
 };
-
-namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 Engine::Engine(const EngineConfig& config)
     : config_(config), pool_(config.num_blocks, config.block_size) {}
@@ -181,8 +171,8 @@ StepResult Engine::Step() {
     const uint32_t token = GeneratedToken(seq.prompt_hash, seq.generated);
     seq.tokens.push_back(token);
     ++seq.generated;
-    result.outputs.push_back({seq.id, token, !seq.first_emitted, seq.generated >= seq.max_tokens,
-                              seq.cached_tokens});
+    result.outputs.push_back(
+        {seq.id, token, !seq.first_emitted, seq.generated >= seq.max_tokens, seq.cached_tokens});
     seq.first_emitted = true;
   }
   const double usage = static_cast<double>(pool_.used()) / pool_.num_blocks();

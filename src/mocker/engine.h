@@ -34,8 +34,8 @@ struct EngineRequest {
 struct StepOutput {
   uint64_t request_id;
   uint32_t token;
-  bool first;        // the request's first generated token
-  bool finished;     // the request's last token
+  bool first;              // the request's first generated token
+  bool finished;           // the request's last token
   uint32_t cached_tokens;  // prompt tokens served from the prefix cache (first token only)
 };
 

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <boost/json.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -93,11 +93,10 @@ std::string ReportJson(const Report& report) {
 
 std::string ReportTable(const Report& report) {
   std::string out = fmt::format("trace {} ({} requests), ideal reuse {:.1f}%\n\n",
-                                report.trace_path, report.trace_requests,
-                                100 * report.ideal_reuse);
-  out += fmt::format("{:<13} {:>6} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {}\n",
-                     "policy", "reqs", "reuse", "ttft p50", "ttft p90", "ttft p99", "itl p50",
-                     "itl p99", "e2e p50", "req/s", "worker min-max");
+                                report.trace_path, report.trace_requests, 100 * report.ideal_reuse);
+  out += fmt::format("{:<13} {:>6} {:>7} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {}\n", "policy",
+                     "reqs", "reuse", "ttft p50", "ttft p90", "ttft p99", "itl p50", "itl p99",
+                     "e2e p50", "req/s", "worker min-max");
   for (const PolicySummary& p : report.policies) {
     const auto [lo, hi] =
         std::minmax_element(p.requests_per_worker.begin(), p.requests_per_worker.end());
@@ -142,8 +141,8 @@ Status WritePlots(const Report& report, const std::string& dir) {
                        y(0) + 16, decade);
   }
   for (double q : {0.0, 0.5, 0.9, 1.0}) {
-    svg += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{}</text>\n", left - 4,
-                       y(q) + 4, q);
+    svg +=
+        fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{}</text>\n", left - 4, y(q) + 4, q);
   }
   for (size_t i = 0; i < report.policies.size(); ++i) {
     const auto& v = report.policies[i].ttft_sorted;

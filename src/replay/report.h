@@ -16,9 +16,9 @@ struct Percentiles {
 
 struct PolicySummary {
   std::string policy;
-  size_t requests = 0;   // completed
+  size_t requests = 0;  // completed
   size_t rejected = 0;
-  double reuse = 0;      // cached prompt tokens / prompt tokens
+  double reuse = 0;            // cached prompt tokens / prompt tokens
   double predicted_reuse = 0;  // what the router predicted (kv, approx)
   Percentiles ttft_ms, itl_ms, e2e_ms;
   double throughput_rps = 0;

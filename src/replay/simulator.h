@@ -29,12 +29,12 @@ struct RequestMetrics {
   double first_token_ms = -1;
   double finish_ms = -1;
   uint32_t prompt_tokens = 0;
-  uint32_t cached_tokens = 0;      // what the engine actually served from its cache
-  uint32_t predicted_blocks = 0;   // what the router expected
+  uint32_t cached_tokens = 0;     // what the engine actually served from its cache
+  uint32_t predicted_blocks = 0;  // what the router expected
   uint32_t output_tokens = 0;
   uint32_t worker = 0;
   bool rejected = false;
-  std::vector<float> itl_ms;       // gaps between consecutive tokens
+  std::vector<float> itl_ms;  // gaps between consecutive tokens
 };
 
 struct PolicyRun {

@@ -7,17 +7,12 @@
 #include <fstream>
 #include <random>
 
+#include "common/splitmix.h"
+
 namespace kvgate::replay {
 namespace {
 
 namespace json = boost::json;
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 bool ToUint(const json::value* v, uint64_t* out) {
   if (v == nullptr) return false;
@@ -75,10 +70,9 @@ Status ReadMooncakeTrace(const std::string& path, Trace& out) {
     out.requests.push_back(std::move(r));
   }
   if (out.requests.empty()) return Status::Error(fmt::format("{}: no requests", path));
-  std::stable_sort(out.requests.begin(), out.requests.end(),
-                   [](const TraceRequest& a, const TraceRequest& b) {
-                     return a.timestamp_ms < b.timestamp_ms;
-                   });
+  std::stable_sort(
+      out.requests.begin(), out.requests.end(),
+      [](const TraceRequest& a, const TraceRequest& b) { return a.timestamp_ms < b.timestamp_ms; });
   return Status::Ok();
 }
 
@@ -130,10 +124,9 @@ Trace GenerateSyntheticTrace(const SyntheticTraceOptions& o) {
       t += think(rng);
     }
   }
-  std::stable_sort(trace.requests.begin(), trace.requests.end(),
-                   [](const TraceRequest& a, const TraceRequest& b) {
-                     return a.timestamp_ms < b.timestamp_ms;
-                   });
+  std::stable_sort(
+      trace.requests.begin(), trace.requests.end(),
+      [](const TraceRequest& a, const TraceRequest& b) { return a.timestamp_ms < b.timestamp_ms; });
   return trace;
 }
 

@@ -27,12 +27,12 @@ Status ReadMooncakeTrace(const std::string& path, Trace& out);
 
 struct SyntheticTraceOptions {
   uint32_t requests = 2000;
-  uint32_t system_prompts = 8;        // shared prefixes
-  uint32_t system_blocks_max = 12;    // trace blocks per system prompt (1..max)
-  uint32_t turns_max = 6;             // turns per multi-turn session (1..max)
-  uint32_t turn_blocks_max = 3;       // new trace blocks each turn adds (1..max)
-  double arrivals_per_second = 4.0;   // Poisson
-  double think_time_ms = 8000;        // mean gap between a session's turns
+  uint32_t system_prompts = 8;       // shared prefixes
+  uint32_t system_blocks_max = 12;   // trace blocks per system prompt (1..max)
+  uint32_t turns_max = 6;            // turns per multi-turn session (1..max)
+  uint32_t turn_blocks_max = 3;      // new trace blocks each turn adds (1..max)
+  double arrivals_per_second = 4.0;  // Poisson
+  double think_time_ms = 8000;       // mean gap between a session's turns
   uint32_t output_length_max = 256;
   uint32_t trace_block_size = 512;
   uint64_t seed = 0;

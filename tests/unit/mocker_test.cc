@@ -28,8 +28,7 @@ std::map<uint64_t, std::vector<StepOutput>> RunToIdle(Engine& e, kv::PrefixIndex
     for (const StepOutput& o : r.outputs) out[o.request_id].push_back(o);
     if (index && !r.events.empty()) {
       wire::DecodedBatch batch;
-      EXPECT_TRUE(
-          wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, r.events, {}), batch).ok());
+      EXPECT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, r.events, {}), batch).ok());
       kv::ApplyStats stats;
       index->ApplyBatch({0, 0}, batch, stats);
       EXPECT_EQ(stats.unknown_parent, 0u);
@@ -49,8 +48,7 @@ TEST(BlockPool, EvictsLeastRecentlyUsedAndReportsEvents) {
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(std::get<wire::StoredBlocks>(events[0]).block_hashes,
             (std::vector<uint64_t>{100, 101}));
-  EXPECT_EQ(std::get<wire::StoredBlocks>(events[0]).token_ids,
-            (std::vector<uint64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(std::get<wire::StoredBlocks>(events[0]).token_ids, (std::vector<uint64_t>{1, 2, 3, 4}));
   EXPECT_EQ(std::get<wire::StoredBlocks>(events[1]).parent_hash, std::nullopt);
   EXPECT_FALSE(pool.Allocate().has_value());  // all referenced
   pool.Release(c);
@@ -58,7 +56,7 @@ TEST(BlockPool, EvictsLeastRecentlyUsedAndReportsEvents) {
   pool.Release(b);  // LRU order now: 200, 100, 101
   EXPECT_EQ(pool.available(), 3u);
   EXPECT_EQ(pool.CachedPrefix(std::vector<uint64_t>{100, 101}, 9), 2u);
-  pool.AcquireCached(100);  // touch: 100 is in use again
+  pool.AcquireCached(100);         // touch: 100 is in use again
   EXPECT_EQ(*pool.Allocate(), c);  // evicts 200
   EXPECT_EQ(*pool.Allocate(), b);  // then 101
   events = pool.TakeEvents();
