@@ -57,10 +57,10 @@ BENCHMARK_CAPTURE(Xxh3, vllm_map_int, EventFormat::kVllmMap, HashFormat::kInt);
 // Fixed iteration counts, for instruction counting under callgrind (timing on a shared
 // machine is too noisy to resolve a few percent):
 //   valgrind --tool=callgrind --toggle-collect='kvgate::wire::DecodeEventBatch*'
-//     build/bench/decode_bench --benchmark_filter=Fixed/plain --benchmark_repetitions=1
-BENCHMARK_CAPTURE(Decode, Fixed / plain, EventFormat::kVllmMap, HashFormat::kInt, 0.0)
+//     build/bench/decode_bench --benchmark_filter=fixed_plain --benchmark_repetitions=1
+BENCHMARK_CAPTURE(Decode, fixed_plain, EventFormat::kVllmMap, HashFormat::kInt, 0.0)
     ->Iterations(200);
-BENCHMARK_CAPTURE(Decode, Fixed / wide1pct, EventFormat::kVllmMap, HashFormat::kInt, 0.01)
+BENCHMARK_CAPTURE(Decode, fixed_wide1pct, EventFormat::kVllmMap, HashFormat::kInt, 0.01)
     ->Iterations(200);
 
 }  // namespace

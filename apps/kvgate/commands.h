@@ -9,7 +9,8 @@ namespace kvgate::app {
 void AddEventsCommand(CLI::App& app, int& exit_code);
 void AddHashCommand(CLI::App& app, int& exit_code);
 void AddReplayCommand(CLI::App& app, int& exit_code);
-// serve, mocker, tokenize, template: their flags and help are real; running them
+void AddMockerCommand(CLI::App& app, int& exit_code);
+// serve, tokenize, template: their flags and help are real; running them
 // says they have not landed yet and exits 2.
 void AddPendingCommands(CLI::App& app, int& exit_code);
 

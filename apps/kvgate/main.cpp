@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   kvgate::app::AddEventsCommand(app, exit_code);
   kvgate::app::AddHashCommand(app, exit_code);
+  kvgate::app::AddMockerCommand(app, exit_code);
   kvgate::app::AddReplayCommand(app, exit_code);
   kvgate::app::AddPendingCommands(app, exit_code);
   try {

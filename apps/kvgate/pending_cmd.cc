@@ -21,7 +21,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   // Values parsed here are discarded; they exist so help and flag validation are real.
   static std::string s;
   static int i = 0;
-  static double d = 0;
   static bool b = false;
 
   CLI::App* serve = app.add_subcommand("serve", "Run the OpenAI-compatible KV-aware gateway");
@@ -35,25 +34,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   serve->add_option("--policy", s, "kv|round_robin|random|least_loaded|approx")->default_str("kv");
   serve->add_option("--block-size", i, "Tokens per KV block")->default_str("16");
   MarkPending(serve, "#8", exit_code);
-
-  CLI::App* mocker = app.add_subcommand("mocker", "Run one simulated engine (HTTP + KV events)");
-  mocker->add_option("--port", i, "HTTP port")->required();
-  mocker->add_option("--host", s, "Listen address")->default_str("127.0.0.1");
-  mocker->add_option("--engine", s, "vllm|vllm-lists|sglang")->default_str("vllm");
-  mocker->add_option("--kv-events", s, "ZMQ PUB endpoint for KV events");
-  mocker->add_option("--kv-replay", s, "ZMQ ROUTER endpoint for replay");
-  mocker->add_option("--event-format", s, "vllm-map|vllm-positional|sglang");
-  mocker->add_option("--block-hash-format", s, "int|bytes");
-  mocker->add_option("--block-size", i, "Tokens per KV block")->default_str("16");
-  mocker->add_option("--num-blocks", i, "KV blocks in the pool");
-  mocker->add_option("--model-dir", s, "Model dir for text prompts and chat templates");
-  mocker->add_option("--moe-layers", i, "MoE layers for routed experts");
-  mocker->add_option("--moe-topk", i, "Experts per token");
-  mocker->add_option("--moe-experts", i, "Experts per layer");
-  mocker->add_flag("--return-routed-experts", b, "Return routed experts for every request");
-  mocker->add_option("--speedup", d, "Divide simulated step times by X")->default_str("1");
-  mocker->add_option("--seed", i, "Random seed");
-  MarkPending(mocker, "#7", exit_code);
 
   CLI::App* tokenize = app.add_subcommand("tokenize", "Tokenize stdin with a HF tokenizer.json");
   tokenize->add_option("--tokenizer", s, "tokenizer.json")->required();

@@ -60,6 +60,19 @@ class EventWriter {
     pk_.pack(MediumName(e.medium));
   }
 
+  void operator()(const UnknownEvent& e) {
+    if (options_.format != EventFormat::kVllmMap) {
+      pk_.pack_array(2);
+      pk_.pack(e.tag);
+    } else {
+      pk_.pack_map(2);
+      Key("type");
+      pk_.pack(e.tag);
+      Key("block_hashes");
+    }
+    pk_.pack_array(0);
+  }
+
   void operator()(const AllCleared&) {
     if (options_.format != EventFormat::kVllmMap) {
       pk_.pack_array(1);

@@ -30,7 +30,11 @@ struct RemovedBlocks {
   Tier medium = Tier::kDevice;
 };
 struct AllCleared {};
-using OutEvent = std::variant<StoredBlocks, RemovedBlocks, AllCleared>;
+// An event of a type no engine sends, for fault injection (subscribers must skip it alone).
+struct UnknownEvent {
+  std::string tag = "BlockCorrupted";
+};
+using OutEvent = std::variant<StoredBlocks, RemovedBlocks, AllCleared, UnknownEvent>;
 
 struct EncodeOptions {
   EventFormat format = EventFormat::kVllmMap;

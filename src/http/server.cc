@@ -1,0 +1,300 @@
+// One coroutine per connection on a strand: read a request, hand it to the handler with a
+// Responder, then deliver whatever the Responder queues (from any thread) until the
+// response is complete; repeat while the client keeps the connection alive.
+#include "http/server.h"
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <boost/json.hpp>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+
+namespace kvgate::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+using asio::use_awaitable;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+struct Piece {
+  enum Kind { kSend, kBegin, kWrite, kEnd } kind;
+  int status = 200;
+  std::string content_type;
+  std::string data;
+};
+
+// What a Responder queued for its connection. Shared between handler threads and the
+// connection's strand.
+struct ResponseState : std::enable_shared_from_this<ResponseState> {
+  explicit ResponseState(asio::any_io_executor ex) : executor(ex), wake(ex) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  asio::any_io_executor executor;
+  asio::steady_timer wake;  // cancelled to wake the connection
+  std::mutex mu;
+  std::deque<Piece> pieces;
+  std::atomic<bool> connected{true};
+
+  void Push(Piece p) {
+    {
+      std::lock_guard lock(mu);
+      pieces.push_back(std::move(p));
+    }
+    // Runs on the strand, so it either wakes a pending wait or the connection finds the
+    // piece when it next looks at the queue.
+    asio::post(executor, [self = shared_from_this()] { self->wake.cancel(); });
+  }
+};
+
+class ResponderImpl : public Responder {
+ public:
+  explicit ResponderImpl(std::shared_ptr<ResponseState> state) : state_(std::move(state)) {}
+  ~ResponderImpl() override {
+    if (!answered_) {
+      state_->Push({Piece::kSend, 500, "application/json",
+                    OpenAiError(500, "the handler did not answer", "internal_error")});
+    } else if (streaming_ && !ended_) {
+      state_->Push({Piece::kEnd, 0, {}, {}});
+    }
+  }
+  void Send(int status, std::string content_type, std::string body) override {
+    if (answered_) return;
+    answered_ = true;
+    state_->Push({Piece::kSend, status, std::move(content_type), std::move(body)});
+  }
+  void Begin(int status, std::string content_type) override {
+    if (answered_) return;
+    answered_ = streaming_ = true;
+    state_->Push({Piece::kBegin, status, std::move(content_type), {}});
+  }
+  void Write(std::string chunk) override {
+    if (!streaming_ || ended_ || chunk.empty()) return;
+    state_->Push({Piece::kWrite, 0, {}, std::move(chunk)});
+  }
+  void End() override {
+    if (!streaming_ || ended_) return;
+    ended_ = true;
+    state_->Push({Piece::kEnd, 0, {}, {}});
+  }
+  bool connected() const override { return state_->connected; }
+
+ private:
+  // The handler owns the answer; these flags need no lock as long as one thread answers at
+  // a time, which Responder's contract (calls in order) implies.
+  std::shared_ptr<ResponseState> state_;
+  bool answered_ = false;
+  bool streaming_ = false;
+  bool ended_ = false;
+};
+
+Request ToRequest(const bhttp::request<bhttp::string_body>& r) {
+  Request out;
+  out.method = std::string(r.method_string());
+  out.target = std::string(r.target());
+  out.path = out.target.substr(0, out.target.find('?'));
+  for (const auto& field : r) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.headers[name] = std::string(field.value());
+  }
+  out.body = r.body();
+  return out;
+}
+
+}  // namespace
+
+std::string OpenAiError(int status, std::string_view message, std::string_view type) {
+  boost::json::object error{
+      {"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
+  return boost::json::serialize(boost::json::object{{"error", std::move(error)}});
+}
+
+struct Server::Impl {
+  ServerOptions options;
+  Handler handler;
+  asio::io_context ioc;
+  tcp::acceptor acceptor{ioc};
+  std::vector<std::thread> threads;
+  std::atomic<int> in_flight{0};
+  std::atomic<bool> stopping{false};
+  uint16_t port = 0;
+
+  awaitable<void> Accept() {
+    for (;;) {
+      auto [ec, socket] = co_await acceptor.async_accept(kNoThrow);
+      if (ec) {
+        if (stopping || ec == asio::error::operation_aborted) co_return;
+        continue;
+      }
+      auto strand = asio::make_strand(ioc);
+      asio::co_spawn(strand, Session(tcp::socket(std::move(socket))), asio::detached);
+    }
+  }
+
+  awaitable<bool> WriteRaw(beast::tcp_stream& stream, std::string data) {
+    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), kNoThrow);
+    co_return !ec;
+  }
+
+  // Delivers the handler's answer; false when the connection must close.
+  awaitable<bool> Deliver(beast::tcp_stream& stream, ResponseState& state, bool keep_alive,
+                          unsigned version) {
+    for (;;) {
+      std::deque<Piece> pieces;
+      {
+        std::lock_guard lock(state.mu);
+        pieces.swap(state.pieces);
+      }
+      if (pieces.empty()) {
+        co_await state.wake.async_wait(kNoThrow);
+        state.wake.expires_at(asio::steady_timer::time_point::max());
+        continue;
+      }
+      for (Piece& p : pieces) {
+        bool ok = true;
+        switch (p.kind) {
+          case Piece::kSend: {
+            bhttp::response<bhttp::string_body> res{static_cast<bhttp::status>(p.status), version};
+            res.set(bhttp::field::content_type, p.content_type);
+            res.keep_alive(keep_alive);
+            res.body() = std::move(p.data);
+            res.prepare_payload();
+            auto [ec, n] = co_await bhttp::async_write(stream, res, kNoThrow);
+            co_return !ec && keep_alive;
+          }
+          case Piece::kBegin:
+            ok = co_await WriteRaw(
+                stream,
+                fmt::format(
+                    "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n"
+                    "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n"
+                    "Connection: {}\r\n\r\n",
+                    p.status,
+                    std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(p.status))),
+                    p.content_type, keep_alive ? "keep-alive" : "close"));
+            break;
+          case Piece::kWrite:
+            ok = co_await WriteRaw(stream, fmt::format("{:x}\r\n{}\r\n", p.data.size(), p.data));
+            break;
+          case Piece::kEnd:
+            ok = co_await WriteRaw(stream, "0\r\n\r\n");
+            co_return ok&& keep_alive;
+        }
+        if (!ok) {
+          state.connected = false;
+          co_return false;
+        }
+      }
+    }
+  }
+
+  awaitable<void> Session(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    bool first = true;
+    while (!stopping) {
+      bhttp::request_parser<bhttp::string_body> parser;
+      parser.body_limit(options.max_body_bytes);
+      parser.header_limit(64 * 1024);
+      stream.expires_after(first ? options.header_timeout : options.idle_timeout);
+      auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+      first = false;
+      if (ec == bhttp::error::body_limit) {
+        bhttp::response<bhttp::string_body> res{bhttp::status::payload_too_large, 11};
+        res.set(bhttp::field::content_type, "application/json");
+        res.keep_alive(false);
+        res.body() = OpenAiError(
+            413, fmt::format("request body larger than {} bytes", options.max_body_bytes));
+        res.prepare_payload();
+        co_await bhttp::async_write(stream, res, kNoThrow);
+        break;
+      }
+      if (ec) {
+        if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
+            ec != asio::error::eof && ec != asio::error::connection_reset) {
+          bhttp::response<bhttp::string_body> res{bhttp::status::bad_request, 11};
+          res.set(bhttp::field::content_type, "application/json");
+          res.keep_alive(false);
+          res.body() = OpenAiError(400, fmt::format("malformed HTTP request: {}", ec.message()));
+          res.prepare_payload();
+          co_await bhttp::async_write(stream, res, kNoThrow);
+        }
+        break;
+      }
+      stream.expires_never();
+      const auto& msg = parser.get();
+      const bool keep_alive = msg.keep_alive() && !stopping;
+      auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
+      ++in_flight;
+      try {
+        handler(ToRequest(msg), std::make_shared<ResponderImpl>(state));
+      } catch (const std::exception& e) {
+        Log(LogLevel::kError, "handler threw: {}", e.what());
+      }
+      const bool again = co_await Deliver(stream, *state, keep_alive, msg.version());
+      --in_flight;
+      if (!again) break;
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+};
+
+Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  impl_->handler = std::move(handler);
+}
+
+Server::~Server() { Stop(std::chrono::milliseconds(0)); }
+
+Status Server::Start() {
+  Impl& s = *impl_;
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(s.options.host, ec);
+  if (ec)
+    return Status::Error(fmt::format("bad listen address {}: {}", s.options.host, ec.message()));
+  const tcp::endpoint endpoint(address, s.options.port);
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(endpoint, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Status::Error(
+        fmt::format("cannot listen on {}:{}: {}", s.options.host, s.options.port, ec.message()));
+  }
+  s.port = s.acceptor.local_endpoint().port();
+  asio::co_spawn(s.ioc, s.Accept(), asio::detached);
+  for (int i = 0; i < std::max(1, s.options.threads); ++i) {
+    s.threads.emplace_back([&s] { s.ioc.run(); });
+  }
+  return Status::Ok();
+}
+
+uint16_t Server::port() const { return impl_->port; }
+
+void Server::Stop(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  if (s.threads.empty()) return;
+  s.stopping = true;
+  asio::post(s.ioc, [&s] {
+    boost::system::error_code ignored;
+    s.acceptor.close(ignored);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (s.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  s.ioc.stop();
+  for (auto& t : s.threads) t.join();
+  s.threads.clear();
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,625 @@
+#include "mocker/server.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/base64.h"
+#include "common/log.h"
+#include "http/server.h"
+#include "mocker/event_publisher.h"
+
+namespace kvgate::mocker {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+enum class Api : uint8_t { kCompletions, kChat, kGenerate };
+
+// Without a tokenizer, generated tokens read as words from this list.
+constexpr const char* kWords[] = {"the", "cache",  "of",   "keys",   "and",    "values",
+                                  "is",  "warm",   "a",    "prefix", "routes", "to",
+                                  "its", "worker", "fast", "now"};
+
+std::string TokenText(uint32_t token) {
+  return std::string(" ") + kWords[token % std::size(kWords)];
+}
+
+// Without a tokenizer, text prompts become their UTF-8 bytes as token ids.
+std::vector<uint32_t> BytesAsTokens(std::string_view text) {
+  return std::vector<uint32_t>(reinterpret_cast<const unsigned char*>(text.data()),
+                               reinterpret_cast<const unsigned char*>(text.data()) + text.size());
+}
+
+struct BadRequest {
+  std::string message;
+};
+
+const json::value* Field(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+uint32_t PositiveInt(const json::object& o, std::string_view key, uint32_t fallback) {
+  const json::value* v = Field(o, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_int64() || v->as_int64() < 1 || v->as_int64() > (1 << 20)) {
+    throw BadRequest{fmt::format("'{}' must be a positive integer", key)};
+  }
+  return static_cast<uint32_t>(v->as_int64());
+}
+
+uint32_t NonNegativeInt(const json::object& o, std::string_view key) {
+  const json::value* v = Field(o, key);
+  if (v == nullptr) return 0;
+  if (!v->is_int64() || v->as_int64() < 0) {
+    throw BadRequest{fmt::format("'{}' must be a non-negative integer", key)};
+  }
+  return static_cast<uint32_t>(std::min<int64_t>(v->as_int64(), UINT32_MAX));
+}
+
+bool Flag(const json::object& o, std::string_view key) {
+  const json::value* v = Field(o, key);
+  if (v == nullptr) return false;
+  if (!v->is_bool()) throw BadRequest{fmt::format("'{}' must be a boolean", key)};
+  return v->as_bool();
+}
+
+std::vector<uint32_t> TokenIds(const json::array& a, std::string_view what) {
+  std::vector<uint32_t> ids;
+  ids.reserve(a.size());
+  for (const json::value& v : a) {
+    if (!v.is_int64() || v.as_int64() < 0 || v.as_int64() > UINT32_MAX) {
+      throw BadRequest{fmt::format("{} must be token ids (non-negative integers)", what)};
+    }
+    ids.push_back(static_cast<uint32_t>(v.as_int64()));
+  }
+  return ids;
+}
+
+std::string ContentText(const json::value& content) {
+  if (content.is_string()) return std::string(content.as_string());
+  std::string text;
+  if (content.is_array()) {
+    for (const json::value& part : content.as_array()) {
+      const json::object* o = part.if_object();
+      if (o && o->contains("text") && (*o).at("text").is_string()) {
+        text += std::string((*o).at("text").as_string());
+      }
+    }
+  }
+  return text;
+}
+
+std::string Sse(const json::value& v) { return "data: " + json::serialize(v) + "\n\n"; }
+
+}  // namespace
+
+std::optional<EngineKind> ParseEngineKind(std::string_view name) {
+  if (name == "vllm") return EngineKind::kVllm;
+  if (name == "vllm-lists") return EngineKind::kVllmLists;
+  if (name == "sglang") return EngineKind::kSglang;
+  return std::nullopt;
+}
+
+struct MockerServer::Impl {
+  struct Pending {
+    uint64_t id = 0;
+    Api api = Api::kCompletions;
+    bool stream = false;
+    bool include_usage = false;
+    std::shared_ptr<http::Responder> responder;
+    std::vector<uint32_t> prompt;
+    std::vector<uint32_t> output;
+    uint32_t max_tokens = 16;
+    uint32_t cached_tokens = 0;
+    bool want_experts = false;
+    uint32_t experts_start = 0;
+    std::string model;
+    int64_t created = 0;
+    Clock::time_point due;
+  };
+
+  MockerOptions options;
+  Engine engine;
+  EventPublisher publisher;
+  std::unique_ptr<http::Server> server;
+
+  std::mutex mu;  // guards incoming, faults, hung
+  std::condition_variable cv;
+  std::deque<Pending> incoming;
+  Faults faults;
+  std::vector<std::shared_ptr<http::Responder>> hung;
+  bool reset_requested = false;
+
+  std::atomic<bool> stop{false};
+  std::thread engine_thread;
+  std::atomic<uint64_t> next_id{1};
+
+  // Counters for /metrics (written by the engine thread).
+  std::atomic<uint64_t> requests_total{0}, finished_total{0}, prompt_tokens_total{0},
+      cached_tokens_total{0}, generation_tokens_total{0}, batches_published{0};
+  std::atomic<size_t> running{0}, waiting{0};
+  std::atomic<double> kv_usage{0};
+
+  explicit Impl(MockerOptions o)
+      : options(std::move(o)), engine(options.engine), faults(options.faults) {}
+
+  // ---------- HTTP side ----------
+  void Handle(const http::Request& req, std::shared_ptr<http::Responder> r) {
+    auto error = [&](int status, std::string_view message) {
+      r->Send(status, "application/json", http::OpenAiError(status, message));
+    };
+    if (req.method == "GET" && req.path == "/health") return r->Send(200, "text/plain", "ok");
+    if (req.method == "GET" && req.path == "/metrics") {
+      return r->Send(200, "text/plain; version=0.0.4", Metrics());
+    }
+    if (req.method == "GET" && req.path == "/v1/models") {
+      json::object model{{"id", options.model},
+                         {"object", "model"},
+                         {"created", 0},
+                         {"owned_by", "kvgate-mocker"},
+                         {"max_model_len", 1 << 20}};
+      return r->Send(200, "application/json",
+                     json::serialize(json::object{{"object", "list"},
+                                                  {"data", json::array{std::move(model)}}}));
+    }
+    if (req.path == "/admin/faults") return HandleFaults(req, std::move(r));
+    if (req.method == "POST" && req.path == "/admin/reset") {
+      std::lock_guard lock(mu);
+      reset_requested = true;
+      cv.notify_one();
+      return r->Send(200, "application/json", "{}");
+    }
+    Api api;
+    if (req.path == "/v1/completions") {
+      api = Api::kCompletions;
+    } else if (req.path == "/v1/chat/completions") {
+      api = Api::kChat;
+    } else if (req.path == "/generate") {
+      api = Api::kGenerate;
+    } else {
+      return error(404, fmt::format("no route for {} {}", req.method, req.path));
+    }
+    if (req.method != "POST") return error(405, "use POST");
+    boost::system::error_code ec;
+    json::value body = json::parse(req.body, ec);
+    if (ec || !body.is_object()) return error(400, "the body must be a JSON object");
+    try {
+      Pending p = Parse(api, body.as_object());
+      p.responder = std::move(r);
+      Submit(std::move(p));
+    } catch (const BadRequest& e) {
+      error(400, e.message);
+    }
+  }
+
+  Pending Parse(Api api, const json::object& o) {
+    Pending p;
+    p.api = api;
+    p.id = next_id++;
+    p.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+    p.stream = Flag(o, "stream");
+    p.model = Field(o, "model") && o.at("model").is_string()
+                  ? std::string(o.at("model").as_string())
+                  : options.model;
+    if (const json::value* so = Field(o, "stream_options"); so && so->is_object()) {
+      p.include_usage = Flag(so->as_object(), "include_usage");
+    }
+    p.want_experts = options.return_routed_experts || Flag(o, "return_routed_experts");
+    p.experts_start =
+        NonNegativeInt(o, options.kind == EngineKind::kSglang ? "routed_experts_start_len"
+                                                              : "routed_experts_prompt_start");
+    switch (api) {
+      case Api::kCompletions: {
+        const json::value* prompt = Field(o, "prompt");
+        if (prompt == nullptr) throw BadRequest{"'prompt' is required"};
+        if (prompt->is_string()) {
+          p.prompt = BytesAsTokens(prompt->as_string());
+        } else if (prompt->is_array() && !prompt->as_array().empty() &&
+                   prompt->as_array()[0].is_string() && prompt->as_array().size() == 1) {
+          p.prompt = BytesAsTokens(prompt->as_array()[0].as_string());
+        } else if (prompt->is_array()) {
+          p.prompt = TokenIds(prompt->as_array(), "'prompt'");
+        } else {
+          throw BadRequest{"'prompt' must be a string or a list of token ids"};
+        }
+        p.max_tokens = PositiveInt(o, "max_tokens", 16);
+        break;
+      }
+      case Api::kChat: {
+        const json::value* messages = Field(o, "messages");
+        if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
+          throw BadRequest{"'messages' must be a non-empty list"};
+        }
+        std::string text;
+        for (const json::value& m : messages->as_array()) {
+          const json::object* mo = m.if_object();
+          if (mo == nullptr || !mo->contains("role") || !mo->at("role").is_string()) {
+            throw BadRequest{"each message needs a 'role'"};
+          }
+          text += fmt::format("<|{}|>\n{}\n", std::string(mo->at("role").as_string()),
+                              mo->contains("content") ? ContentText(mo->at("content")) : "");
+        }
+        text += "<|assistant|>\n";
+        p.prompt = BytesAsTokens(text);
+        p.max_tokens = PositiveInt(o, "max_completion_tokens", PositiveInt(o, "max_tokens", 16));
+        break;
+      }
+      case Api::kGenerate: {
+        if (const json::value* ids = Field(o, "input_ids")) {
+          if (!ids->is_array()) throw BadRequest{"'input_ids' must be a list of token ids"};
+          p.prompt = TokenIds(ids->as_array(), "'input_ids'");
+        } else if (const json::value* text = Field(o, "text"); text && text->is_string()) {
+          p.prompt = BytesAsTokens(text->as_string());
+        } else {
+          throw BadRequest{"'input_ids' or 'text' is required"};
+        }
+        p.max_tokens = 16;
+        if (const json::value* sp = Field(o, "sampling_params")) {
+          if (!sp->is_object()) throw BadRequest{"'sampling_params' must be an object"};
+          p.max_tokens = PositiveInt(sp->as_object(), "max_new_tokens", 16);
+        }
+        break;
+      }
+    }
+    if (p.prompt.empty()) throw BadRequest{"the prompt is empty"};
+    const size_t blocks = (p.prompt.size() + p.max_tokens + options.engine.block_size - 1) /
+                          options.engine.block_size;
+    if (blocks > options.engine.num_blocks) {
+      throw BadRequest{fmt::format("prompt + max_tokens needs {} KV blocks; the engine has {}",
+                                   blocks, options.engine.num_blocks)};
+    }
+    p.experts_start = std::min<uint32_t>(p.experts_start, static_cast<uint32_t>(p.prompt.size()));
+    return p;
+  }
+
+  void Submit(Pending p) {
+    std::lock_guard lock(mu);
+    ++requests_total;
+    if (faults.hang_every && requests_total % faults.hang_every == 0) {
+      hung.push_back(std::move(p.responder));  // never answered
+      return;
+    }
+    p.due = Clock::now() + std::chrono::milliseconds(faults.delay_ms);
+    incoming.push_back(std::move(p));
+    cv.notify_one();
+  }
+
+  void HandleFaults(const http::Request& req, std::shared_ptr<http::Responder> r) {
+    std::lock_guard lock(mu);
+    if (req.method == "POST") {
+      boost::system::error_code ec;
+      json::value v = json::parse(req.body, ec);
+      if (ec || !v.is_object()) {
+        return r->Send(400, "application/json", http::OpenAiError(400, "faults must be an object"));
+      }
+      const json::object& o = v.as_object();
+      auto set = [&](const char* key, auto& field) {
+        if (const json::value* x = Field(o, key); x && x->is_int64() && x->as_int64() >= 0) {
+          field = static_cast<std::remove_reference_t<decltype(field)>>(x->as_int64());
+        }
+      };
+      set("crash_after", faults.crash_after);
+      set("hang_every", faults.hang_every);
+      set("drop_every", faults.drop_every);
+      set("corrupt_every", faults.corrupt_every);
+      set("restart_after", faults.restart_after);
+      set("delay_ms", faults.delay_ms);
+    }
+    r->Send(200, "application/json",
+            json::serialize(json::object{{"crash_after", faults.crash_after},
+                                         {"hang_every", faults.hang_every},
+                                         {"drop_every", faults.drop_every},
+                                         {"corrupt_every", faults.corrupt_every},
+                                         {"restart_after", faults.restart_after},
+                                         {"delay_ms", faults.delay_ms}}));
+  }
+
+  std::string Metrics() const {
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, double value) {
+      out +=
+          fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    };
+    metric("kvgate_mocker_requests_total", "counter", "Requests accepted.", requests_total);
+    metric("kvgate_mocker_finished_total", "counter", "Requests finished.", finished_total);
+    metric("kvgate_mocker_prompt_tokens_total", "counter", "Prompt tokens.", prompt_tokens_total);
+    metric("kvgate_mocker_prefix_cache_hit_tokens_total", "counter",
+           "Prompt tokens served from the prefix cache.", cached_tokens_total);
+    metric("kvgate_mocker_generation_tokens_total", "counter", "Generated tokens.",
+           generation_tokens_total);
+    metric("kvgate_mocker_event_batches_total", "counter", "KV event batches published.",
+           batches_published);
+    metric("vllm:num_requests_running", "gauge", "Requests running.", running);
+    metric("vllm:num_requests_waiting", "gauge", "Requests waiting.", waiting);
+    metric("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (0-1).", kv_usage);
+    return out;
+  }
+
+  // ---------- engine side ----------
+  absl::flat_hash_map<uint64_t, Pending> active;
+  std::deque<Pending> delayed;
+  uint64_t batches = 0;
+
+  void EngineLoop() {
+    auto next = Clock::now();
+    while (!stop) {
+      bool reset = false;
+      {
+        std::unique_lock lock(mu);
+        if (!engine.HasWork() && incoming.empty() && delayed.empty() && !reset_requested) {
+          cv.wait_for(lock, std::chrono::milliseconds(50));
+        }
+        while (!incoming.empty()) {
+          delayed.push_back(std::move(incoming.front()));
+          incoming.pop_front();
+        }
+        reset = std::exchange(reset_requested, false);
+      }
+      if (reset) Restart();
+      const auto now = Clock::now();
+      while (!delayed.empty() && delayed.front().due <= now) {
+        Pending p = std::move(delayed.front());
+        delayed.pop_front();
+        engine.Submit({p.id, p.prompt, p.max_tokens, ""});
+        prompt_tokens_total += p.prompt.size();
+        active.emplace(p.id, std::move(p));
+      }
+      if (!engine.HasWork()) {
+        if (!delayed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        next = Clock::now();
+        continue;
+      }
+      StepResult r = engine.Step();
+      running = engine.running();
+      waiting = engine.waiting() + delayed.size();
+      kv_usage = static_cast<double>(engine.pool().used()) / engine.pool().num_blocks();
+      // The step's results are visible when it ends, in real time.
+      next = std::max(next, Clock::now() - std::chrono::milliseconds(50)) +
+             std::chrono::microseconds(static_cast<int64_t>(r.duration_ms * 1000));
+      std::this_thread::sleep_until(next);
+      PublishEvents(r.events);
+      for (const StepOutput& o : r.outputs) Deliver(o);
+    }
+  }
+
+  void PublishEvents(std::vector<wire::OutEvent>& events) {
+    if (events.empty() || options.kv_events.empty()) return;
+    Faults f;
+    {
+      std::lock_guard lock(mu);
+      f = faults;
+    }
+    ++batches;
+    if (f.corrupt_every && batches % f.corrupt_every == 0) {
+      events.insert(events.begin() + static_cast<long>(events.size() / 2), wire::UnknownEvent{});
+    }
+    const double ts =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const bool live = !(f.drop_every && batches % f.drop_every == 0);
+    publisher.Publish(wire::EncodeEventBatch(ts, options.dp_rank, events, options.event_format),
+                      live);
+    ++batches_published;
+  }
+
+  void Restart() {
+    engine.ResetCache();
+    publisher.ResetSequence();
+  }
+
+  void Deliver(const StepOutput& o) {
+    auto it = active.find(o.request_id);
+    if (it == active.end()) return;
+    Pending& p = it->second;
+    if (o.first) {
+      p.cached_tokens = o.cached_tokens;
+      cached_tokens_total += o.cached_tokens;
+    }
+    p.output.push_back(o.token);
+    ++generation_tokens_total;
+    if (p.stream) StreamToken(p, o.first, o.finished);
+    if (!o.finished) return;
+    if (!p.stream) p.responder->Send(200, "application/json", json::serialize(FinalBody(p)));
+    active.erase(it);
+    const uint64_t done = ++finished_total;
+    Faults f;
+    {
+      std::lock_guard lock(mu);
+      f = faults;
+    }
+    if (f.restart_after && done % f.restart_after == 0) Restart();
+    if (f.crash_after && done >= f.crash_after && options.allow_crash) {
+      Log(LogLevel::kError, "mocker: crash fault after {} requests", done);
+      std::fflush(nullptr);
+      std::_Exit(3);
+    }
+  }
+
+  // ---------- response shapes ----------
+  std::string Text(const Pending& p) const {
+    std::string text;
+    for (uint32_t t : p.output) text += TokenText(t);
+    return text;
+  }
+
+  std::vector<uint32_t> AllTokens(const Pending& p) const {
+    std::vector<uint32_t> all = p.prompt;
+    all.insert(all.end(), p.output.begin(), p.output.end());
+    return all;
+  }
+
+  json::object Usage(const Pending& p) const {
+    const size_t prompt = p.prompt.size(), completion = p.output.size();
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", json::object{{"cached_tokens", p.cached_tokens}}}};
+  }
+
+  // The engine's native routed-experts fields, added to `choice` (vLLM) or `top` (SGLang).
+  void AddExperts(const Pending& p, json::object* choice, json::object* top) const {
+    if (!p.want_experts || !options.moe.enabled()) return;
+    const std::vector<uint32_t> all = AllTokens(p);
+    switch (options.kind) {
+      case EngineKind::kSglang: {
+        json::object ext{
+            {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))},
+            {"routed_experts_start_len", p.experts_start}};
+        if (top) (*top)["sglext"] = std::move(ext);
+        break;
+      }
+      case EngineKind::kVllm:
+        if (choice) {
+          (*choice)["routed_experts"] = Base64Encode(ExpertsNpy(all, p.experts_start, options.moe));
+          (*choice)["routed_experts_prompt_start"] = p.experts_start;
+        }
+        break;
+      case EngineKind::kVllmLists:
+        if (choice) {
+          (*choice)["routed_experts"] =
+              json::parse(ExpertsJsonLists(all, p.experts_start, options.moe));
+          (*choice)["routed_experts_prompt_start"] = p.experts_start;
+        }
+        break;
+    }
+  }
+
+  json::object GenerateMeta(const Pending& p, bool finished) const {
+    json::object meta{
+        {"id", fmt::format("gen-{}", p.id)},
+        {"prompt_tokens", p.prompt.size()},
+        {"completion_tokens", p.output.size()},
+        {"cached_tokens", p.cached_tokens},
+        {"finish_reason",
+         finished ? json::value(json::object{{"type", "length"}, {"length", p.output.size()}})
+                  : json::value(nullptr)}};
+    if (finished && p.want_experts && options.moe.enabled()) {
+      meta["routed_experts"] =
+          Base64Encode(ExpertsInt32(AllTokens(p), p.experts_start, options.moe));
+      meta["routed_experts_start_len"] = p.experts_start;
+    }
+    return meta;
+  }
+
+  json::object FinalBody(const Pending& p) const {
+    if (p.api == Api::kGenerate) {
+      return {{"text", Text(p)},
+              {"output_ids", json::array(p.output.begin(), p.output.end())},
+              {"meta_info", GenerateMeta(p, true)}};
+    }
+    json::object choice{{"index", 0}, {"finish_reason", "length"}, {"logprobs", nullptr}};
+    if (p.api == Api::kChat) {
+      choice["message"] = json::object{{"role", "assistant"}, {"content", Text(p)}};
+    } else {
+      choice["text"] = Text(p);
+    }
+    json::object body{{"id", fmt::format("{}-{}", p.api == Api::kChat ? "chatcmpl" : "cmpl", p.id)},
+                      {"object", p.api == Api::kChat ? "chat.completion" : "text_completion"},
+                      {"created", p.created},
+                      {"model", p.model}};
+    AddExperts(p, &choice, &body);
+    body["choices"] = json::array{std::move(choice)};
+    body["usage"] = Usage(p);
+    return body;
+  }
+
+  void StreamToken(Pending& p, bool first, bool finished) {
+    http::Responder& r = *p.responder;
+    if (first) r.Begin(200, "text/event-stream");
+    if (p.api == Api::kGenerate) {
+      // SGLang streams cumulative text and ids.
+      r.Write(Sse(json::object{{"text", Text(p)},
+                               {"output_ids", json::array(p.output.begin(), p.output.end())},
+                               {"meta_info", GenerateMeta(p, finished)}}));
+      if (finished) {
+        r.Write("data: [DONE]\n\n");
+        r.End();
+      }
+      return;
+    }
+    const bool chat = p.api == Api::kChat;
+    json::object chunk{{"id", fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", p.id)},
+                       {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                       {"created", p.created},
+                       {"model", p.model}};
+    auto choice_with = [&](std::string_view text, bool last) {
+      json::object c{{"index", 0},
+                     {"finish_reason", last ? json::value("length") : nullptr},
+                     {"logprobs", nullptr}};
+      if (chat) {
+        json::object delta{{"content", text}};
+        if (first) delta["role"] = "assistant";
+        c["delta"] = std::move(delta);
+      } else {
+        c["text"] = text;
+      }
+      return c;
+    };
+    json::object choice = choice_with(TokenText(p.output.back()), finished);
+    json::object out = chunk;
+    if (finished) AddExperts(p, &choice, nullptr);
+    out["choices"] = json::array{std::move(choice)};
+    r.Write(Sse(out));
+    if (!finished) return;
+    if (options.kind == EngineKind::kSglang && p.want_experts && options.moe.enabled()) {
+      json::object extra = chunk;  // SGLang: an extra final chunk with no choices
+      extra["choices"] = json::array{};
+      AddExperts(p, nullptr, &extra);
+      r.Write(Sse(extra));
+    }
+    if (p.include_usage) {
+      json::object usage = chunk;
+      usage["choices"] = json::array{};
+      usage["usage"] = Usage(p);
+      r.Write(Sse(usage));
+    }
+    r.Write("data: [DONE]\n\n");
+    r.End();
+  }
+};
+
+MockerServer::MockerServer(MockerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+MockerServer::~MockerServer() { Stop(); }
+
+Status MockerServer::Start() {
+  Impl& s = *impl_;
+  if (!s.options.kv_events.empty()) {
+    if (Status st = s.publisher.Bind(s.options.kv_events, s.options.kv_replay); !st.ok()) return st;
+  }
+  http::ServerOptions so;
+  so.host = s.options.host;
+  so.port = s.options.port;
+  so.threads = 1;
+  s.server = std::make_unique<http::Server>(
+      so, [&s](const http::Request& req, std::shared_ptr<http::Responder> r) {
+        s.Handle(req, std::move(r));
+      });
+  if (Status st = s.server->Start(); !st.ok()) return st;
+  s.engine_thread = std::thread([&s] { s.EngineLoop(); });
+  return Status::Ok();
+}
+
+uint16_t MockerServer::port() const { return impl_->server ? impl_->server->port() : 0; }
+
+void MockerServer::Stop() {
+  Impl& s = *impl_;
+  s.stop = true;
+  s.cv.notify_all();
+  if (s.engine_thread.joinable()) s.engine_thread.join();
+  if (s.server) s.server->Stop(std::chrono::milliseconds(100));
+}
+
+}  // namespace kvgate::mocker
