@@ -14,6 +14,7 @@ struct MockerFlags {
   std::string engine = "vllm";
   std::string event_format = "vllm-map";
   std::string hash_format = "int";
+  std::string model_dir;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -37,6 +38,10 @@ int RunMocker(MockerFlags& f) {
   }
   f.o.event_format.hash_format =
       f.hash_format == "bytes" ? wire::HashFormat::kBytes : wire::HashFormat::kInt;
+  if (!f.model_dir.empty()) {
+    std::cerr << "kvgate mocker: --model-dir is not used yet (tokenizer and chat templates are "
+                 "issues #5 and #6); text prompts are tokenized as UTF-8 bytes\n";
+  }
   mocker::MockerServer server(f.o);
   if (Status s = server.Start(); !s.ok()) {
     std::cerr << "kvgate mocker: " << s.message() << '\n';
@@ -87,9 +92,9 @@ void AddMockerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-num-batched-tokens", o.engine.max_num_batched_tokens,
                   "Token budget per step")
       ->capture_default_str();
-  cmd->add_option("--model-dir", o.model,
-                  "Model dir for text prompts and chat templates "
-                  "(not used yet: text is byte-tokenized)");
+  cmd->add_option("--model-dir", f.model_dir,
+                  "Model dir (tokenizer.json, chat template) for text prompts; until the "
+                  "tokenizer lands, text is tokenized as its UTF-8 bytes");
   cmd->add_option("--moe-layers", o.moe.layers, "MoE layers for routed experts");
   cmd->add_option("--moe-topk", o.moe.top_k, "Experts per token");
   cmd->add_option("--moe-experts", o.moe.experts, "Experts per layer");
