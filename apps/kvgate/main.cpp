@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   kvgate::app::AddHashCommand(app, exit_code);
   kvgate::app::AddMockerCommand(app, exit_code);
   kvgate::app::AddReplayCommand(app, exit_code);
+  kvgate::app::AddTokenizeCommand(app, exit_code);
   kvgate::app::AddPendingCommands(app, exit_code);
   try {
     app.parse(argc, argv);

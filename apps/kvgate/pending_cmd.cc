@@ -35,13 +35,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   serve->add_option("--block-size", i, "Tokens per KV block")->default_str("16");
   MarkPending(serve, "#8", exit_code);
 
-  CLI::App* tokenize = app.add_subcommand("tokenize", "Tokenize stdin with a HF tokenizer.json");
-  tokenize->add_option("--tokenizer", s, "tokenizer.json")->required();
-  tokenize->add_flag("--add-special-tokens", b, "Add BOS/EOS as the post-processor says");
-  tokenize->add_flag("--decode", b, "Decode a JSON array of ids instead");
-  tokenize->add_flag("--jsonl", b, "One JSON string per line in, one array per line out");
-  MarkPending(tokenize, "#5", exit_code);
-
   CLI::App* tmpl =
       app.add_subcommand("template", "Render a chat request with the model's chat template");
   tmpl->add_option("--model-dir", s, "Dir with tokenizer_config.json / chat_template.jinja")

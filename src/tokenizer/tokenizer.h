@@ -1,0 +1,40 @@
+// A HF `tokenizer.json` tokenizer: the same ids as HF `tokenizers` for the byte-level BPE
+// family (GPT-2, Llama-3, Qwen, DeepSeek-V3, gpt-oss) and SentencePiece-style BPE with byte
+// fallback. Components it does not implement are a load-time error naming them.
+// Encode is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvgate::tokenizer {
+
+class Tokenizer {
+ public:
+  // Loads `tokenizer.json`; `config_path` (tokenizer_config.json, optional) supplies the
+  // bos/eos token names.
+  static Status Load(const std::string& path, std::unique_ptr<Tokenizer>* out);
+  ~Tokenizer();
+
+  // Fails only on invalid UTF-8.
+  Status Encode(std::string_view text, bool add_special_tokens, std::vector<uint32_t>* ids) const;
+  std::string Decode(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
+
+  std::optional<uint32_t> TokenId(std::string_view token) const;
+  size_t vocab_size() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::tokenizer

