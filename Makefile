@@ -46,6 +46,7 @@ fuzz-smoke: setup
 bench: build
 	$(BUILD)/bench/decode_bench
 	$(BUILD)/bench/index_bench
+	$(BUILD)/bench/tokenizer_bench
 
 format: build
 	@cmake --build $(BUILD) --target format
