@@ -11,7 +11,8 @@ void AddHashCommand(CLI::App& app, int& exit_code);
 void AddReplayCommand(CLI::App& app, int& exit_code);
 void AddMockerCommand(CLI::App& app, int& exit_code);
 void AddTokenizeCommand(CLI::App& app, int& exit_code);
-// serve, template: their flags and help are real; running them
+void AddTemplateCommand(CLI::App& app, int& exit_code);
+// serve: their flags and help are real; running them
 // says they have not landed yet and exits 2.
 void AddPendingCommands(CLI::App& app, int& exit_code);
 

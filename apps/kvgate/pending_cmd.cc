@@ -21,7 +21,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   // Values parsed here are discarded; they exist so help and flag validation are real.
   static std::string s;
   static int i = 0;
-  static bool b = false;
 
   CLI::App* serve = app.add_subcommand("serve", "Run the OpenAI-compatible KV-aware gateway");
   serve->add_option("--config", s, "YAML config file (flags override it)");
@@ -34,14 +33,6 @@ void AddPendingCommands(CLI::App& app, int& exit_code) {
   serve->add_option("--policy", s, "kv|round_robin|random|least_loaded|approx")->default_str("kv");
   serve->add_option("--block-size", i, "Tokens per KV block")->default_str("16");
   MarkPending(serve, "#8", exit_code);
-
-  CLI::App* tmpl =
-      app.add_subcommand("template", "Render a chat request with the model's chat template");
-  tmpl->add_option("--model-dir", s, "Dir with tokenizer_config.json / chat_template.jinja")
-      ->required();
-  tmpl->add_option("--request", s, "OpenAI chat request body (JSON file)")->required();
-  tmpl->add_flag("--jsonl", b, "One request per line in, one JSON string per line out");
-  MarkPending(tmpl, "#6", exit_code);
 }
 
 }  // namespace kvgate::app

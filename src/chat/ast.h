@@ -1,0 +1,60 @@
+// The parsed form of a template: one node type for statements and expressions alike,
+// shared by the parser (parse.cc) and the renderer (render.cc).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chat/template.h"
+#include "chat/value.h"
+
+namespace kvgate::chat {
+
+enum class NodeKind {
+  // statements
+  kBody,         // children: statements in order
+  kText,         // text
+  kOutput,       // a[0]: expression
+  kIf,           // children: (cond, body) pairs flattened; odd tail = else body
+  kFor,          // names: targets; a[0] iterable; a[1] filter cond or null; a[2] body; a[3] else
+  kSet,          // names: [target] or [namespace, attr]; a[0] value expr, or a[1] body (block set)
+  kMacro,        // text: name; names: params; children: defaults (null = none); a[0] body
+  kCallBlock,    // a[0] call expr; a[1] caller body
+  kFilterBlock,  // a[0] filter expr applied to a placeholder; a[1] body
+  kBreak,
+  kContinue,
+  // expressions
+  kLiteral,  // value
+  kName,     // text
+  kAttr,     // a[0] object; text: attribute
+  kItem,     // a[0] object; a[1] key
+  kSlice,    // a[0] object; a[1], a[2], a[3]: start, stop, step (null = absent)
+  kCall,     // a[0] callee; children: args; names/kwargs: keyword args
+  kFilter,   // text: filter; a[0] input (null in a filter block); children: args; kwargs
+  kTest,     // text: test; a[0] input; children: args; negated
+  kUnary,    // text: op ("not", "-", "+"); a[0]
+  kBinary,   // text: op; a[0], a[1]
+  kTernary,  // a[0] then, a[1] cond, a[2] else (null = undefined)
+  kList,     // children
+  kDict,     // children: key, value, key, value...
+};
+
+struct Template::Node {
+  NodeKind kind;
+  int line = 0;
+  std::string text;
+  Value value;
+  bool negated = false;
+  std::vector<std::unique_ptr<Node>> a;         // fixed slots, see NodeKind
+  std::vector<std::unique_ptr<Node>> children;  // variable-length
+  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::unique_ptr<Node>>> kwargs;
+};
+
+using Node = Template::Node;
+using NodePtr = std::unique_ptr<Node>;
+
+Status ParseTemplate(std::string_view source, NodePtr* root);
+
+}  // namespace kvgate::chat

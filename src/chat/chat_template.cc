@@ -1,0 +1,114 @@
+#include "chat/chat_template.h"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace kvgate::chat {
+namespace {
+
+namespace json = boost::json;
+
+bool ReadFile(const std::filesystem::path& path, std::string* out) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::stringstream s;
+  s << in.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+// A special token is a string or an AddedToken object ({"content": ...}).
+Value TokenString(const json::object& config, std::string_view key) {
+  const json::value* v = config.if_contains(key);
+  if (v == nullptr || v->is_null()) return Value::None();
+  if (v->is_string()) return Value::String(std::string(v->as_string()));
+  if (v->is_object() && v->as_object().contains("content") &&
+      v->as_object().at("content").is_string()) {
+    return Value::String(std::string(v->as_object().at("content").as_string()));
+  }
+  return Value::None();
+}
+
+}  // namespace
+
+Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemplate>* out) {
+  const std::filesystem::path dir(model_dir);
+  std::string source, config_text;
+  json::object config;
+  if (ReadFile(dir / "tokenizer_config.json", &config_text)) {
+    boost::system::error_code ec;
+    json::value v = json::parse(config_text, ec);
+    if (ec || !v.is_object()) return Status::Error("tokenizer_config.json is not a JSON object");
+    config = v.as_object();
+  }
+  if (const json::value* t = config.if_contains("chat_template")) {
+    if (t->is_string()) {
+      source = std::string(t->as_string());
+    } else if (t->is_array()) {
+      for (const json::value& named : t->as_array()) {
+        const json::object* o = named.if_object();
+        if (o && o->contains("name") && o->contains("template") &&
+            (source.empty() || o->at("name") == "default")) {
+          source = std::string(o->at("template").as_string());
+        }
+      }
+    }
+  }
+  if (source.empty() && !ReadFile(dir / "chat_template.jinja", &source)) {
+    return Status::Error(fmt::format("{} has no chat template", model_dir));
+  }
+  auto ct = std::make_unique<ChatTemplate>();
+  if (Status s = Template::Parse(source, &ct->template_); !s.ok()) return s;
+  ct->special_tokens_ = Value::MakeDict();
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+    ct->special_tokens_.Set(key, TokenString(config, key));
+  }
+  *out = std::move(ct);
+  return Status::Ok();
+}
+
+Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
+  const json::object* body = request.if_object();
+  if (body == nullptr) return Status::Error("the request must be a JSON object");
+  const json::value* messages = body->if_contains("messages");
+  if (messages == nullptr || !messages->is_array()) {
+    return Status::Error("'messages' must be a list");
+  }
+  Value vars = Value::MakeDict();
+  // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
+  Value msgs = Value::FromJson(*messages);
+  for (Value& m : *msgs.list) {
+    if (m.kind != Value::Kind::kDict) return Status::Error("each message must be an object");
+    Value calls = m.Get("tool_calls");
+    if (calls.kind != Value::Kind::kList) continue;
+    for (Value& call : *calls.list) {
+      Value fn = call.Get("function");
+      if (fn.kind != Value::Kind::kDict) continue;
+      Value args = fn.Get("arguments");
+      if (!args.is_string()) continue;
+      boost::system::error_code ec;
+      json::value parsed = json::parse(args.text, ec);
+      if (!ec) fn.Set("arguments", Value::FromJson(parsed));
+    }
+  }
+  vars.Set("messages", msgs);
+  const json::value* tools = body->if_contains("tools");
+  vars.Set("tools", tools && !tools->is_null() ? Value::FromJson(*tools) : Value::None());
+  vars.Set("documents", Value::None());
+  const json::value* agp = body->if_contains("add_generation_prompt");
+  vars.Set("add_generation_prompt", Value::Bool(agp && agp->is_bool() ? agp->as_bool() : true));
+  for (const auto& [key, value] : *special_tokens_.dict) vars.Set(key, value);
+  if (const json::value* kwargs = body->if_contains("chat_template_kwargs");
+      kwargs && kwargs->is_object()) {
+    for (const auto& [key, value] : kwargs->as_object()) {
+      vars.Set(std::string(key), Value::FromJson(value));
+    }
+  }
+  return template_->Render(vars, prompt);
+}
+
+}  // namespace kvgate::chat

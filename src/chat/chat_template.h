@@ -1,0 +1,29 @@
+// A model's chat template (from tokenizer_config.json or chat_template.jinja) and the
+// variables transformers/vLLM pass it, turning an OpenAI chat request into the prompt text.
+#pragma once
+
+#include <boost/json/fwd.hpp>
+#include <memory>
+#include <string>
+
+#include "chat/template.h"
+#include "common/status.h"
+
+namespace kvgate::chat {
+
+class ChatTemplate {
+ public:
+  // Reads DIR/tokenizer_config.json (chat_template: a string, or a list of named templates,
+  // "default" preferred) or DIR/chat_template.jinja.
+  static Status Load(const std::string& model_dir, std::unique_ptr<ChatTemplate>* out);
+
+  // `request`: an OpenAI chat request body. Errors (bad request, raise_exception, template
+  // errors) are a Status with the message the gateway returns as HTTP 400.
+  Status Render(const boost::json::value& request, std::string* prompt) const;
+
+ private:
+  std::unique_ptr<Template> template_;
+  Value special_tokens_;  // bos_token, eos_token, unk_token, pad_token
+};
+
+}  // namespace kvgate::chat

@@ -1,0 +1,1250 @@
+// Renders the AST with Jinja2's semantics: Python-like values and operators, scoping where
+// `for` bodies (and macros) get their own scope while `if` does not, loop variables,
+// filters, tests, the string/dict/list methods chat templates call, and the globals
+// transformers provides.
+#include <fmt/format.h>
+#include <utf8proc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include "chat/ast.h"
+
+namespace kvgate::chat {
+
+struct Callable {
+  std::function<Value(std::vector<Value>&, std::vector<std::pair<std::string, Value>>&)> fn;
+};
+
+namespace {
+
+struct RenderError {
+  std::string message;
+};
+enum class Flow { kNormal, kBreak, kContinue };
+
+[[noreturn]] void Fail(std::string message) { throw RenderError{std::move(message)}; }
+
+// ---------- Unicode helpers (Python's str semantics are per code point) ----------
+std::vector<std::string> CodePoints(std::string_view s) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t n = 1;
+    const unsigned char c = s[i];
+    if (c >= 0xF0)
+      n = 4;
+    else if (c >= 0xE0)
+      n = 3;
+    else if (c >= 0xC0)
+      n = 2;
+    out.emplace_back(s.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+int32_t Decode(std::string_view cp) {
+  utf8proc_int32_t c = -1;
+  utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(cp.data()),
+                   static_cast<utf8proc_ssize_t>(cp.size()), &c);
+  return c;
+}
+
+bool PyIsSpace(int32_t c) {
+  if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85) return true;
+  if (c < 0x80) return false;
+  const auto cat = utf8proc_category(c);
+  return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
+}
+
+std::string Strip(std::string_view s, const Value* chars, bool left, bool right) {
+  const std::vector<std::string> cps = CodePoints(s);
+  std::vector<std::string> set;
+  if (chars && chars->is_string()) set = CodePoints(chars->text);
+  auto strip_it = [&](const std::string& cp) {
+    if (chars && chars->is_string()) return std::find(set.begin(), set.end(), cp) != set.end();
+    return PyIsSpace(Decode(cp));
+  };
+  size_t b = 0, e = cps.size();
+  if (left) {
+    while (b < e && strip_it(cps[b])) ++b;
+  }
+  if (right) {
+    while (e > b && strip_it(cps[e - 1])) --e;
+  }
+  std::string out;
+  for (size_t i = b; i < e; ++i) out += cps[i];
+  return out;
+}
+
+std::string MapCase(std::string_view s, bool upper) {
+  std::string out;
+  for (const std::string& cp : CodePoints(s)) {
+    const int32_t c = Decode(cp);
+    utf8proc_uint8_t buf[4];
+    const auto n = utf8proc_encode_char(upper ? utf8proc_toupper(c) : utf8proc_tolower(c), buf);
+    out.append(reinterpret_cast<char*>(buf), static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::vector<Value> Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_right) {
+  std::vector<std::string> parts;
+  if (sep == nullptr || sep->is_none() || !sep->defined()) {
+    // Whitespace split: runs collapse, ends are ignored.
+    std::vector<std::string> cps = CodePoints(s);
+    std::string cur;
+    bool in_word = false;
+    for (const std::string& cp : cps) {
+      if (PyIsSpace(Decode(cp))) {
+        if (in_word) parts.push_back(cur), cur.clear(), in_word = false;
+      } else {
+        cur += cp;
+        in_word = true;
+      }
+    }
+    if (in_word) parts.push_back(cur);
+    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) > maxsplit + 1) {
+      // Rare in templates; rejoin the tail with single spaces (approximation of Python).
+      std::vector<std::string> limited;
+      if (!from_right) {
+        for (int64_t i = 0; i < maxsplit; ++i) limited.push_back(parts[i]);
+        std::string rest;
+        for (size_t i = maxsplit; i < parts.size(); ++i)
+          rest += (i > static_cast<size_t>(maxsplit) ? " " : "") + parts[i];
+        limited.push_back(rest);
+      } else {
+        std::string rest;
+        const size_t keep = parts.size() - maxsplit;
+        for (size_t i = 0; i < keep; ++i) rest += (i ? " " : "") + parts[i];
+        limited.push_back(rest);
+        for (size_t i = keep; i < parts.size(); ++i) limited.push_back(parts[i]);
+      }
+      parts = std::move(limited);
+    }
+  } else {
+    const std::string& d = sep->text;
+    if (d.empty()) Fail("empty separator");
+    if (!from_right) {
+      size_t start = 0;
+      int64_t n = 0;
+      for (size_t pos = s.find(d); pos != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
+           pos = s.find(d, start), ++n) {
+        parts.emplace_back(s.substr(start, pos - start));
+        start = pos + d.size();
+      }
+      parts.emplace_back(s.substr(start));
+    } else {
+      size_t end = s.size();
+      int64_t n = 0;
+      std::vector<std::string> rev;
+      while (maxsplit < 0 || n < maxsplit) {
+        if (end < d.size()) break;
+        const size_t pos = s.rfind(d, end - d.size());
+        if (pos == std::string_view::npos) break;
+        rev.emplace_back(s.substr(pos + d.size(), end - pos - d.size()));
+        end = pos;
+        ++n;
+      }
+      rev.emplace_back(s.substr(0, end));
+      parts.assign(rev.rbegin(), rev.rend());
+    }
+  }
+  std::vector<Value> out;
+  for (auto& p : parts) out.push_back(Value::String(std::move(p)));
+  return out;
+}
+
+std::string KindName(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kUndefined:
+      return "Undefined";
+    case Value::Kind::kNone:
+      return "NoneType";
+    case Value::Kind::kBool:
+      return "bool";
+    case Value::Kind::kInt:
+      return "int";
+    case Value::Kind::kFloat:
+      return "float";
+    case Value::Kind::kString:
+      return "str";
+    case Value::Kind::kList:
+      return "list";
+    case Value::Kind::kDict:
+      return "dict";
+    case Value::Kind::kCallable:
+      return "function";
+  }
+  return "object";
+}
+
+std::vector<Value> Iterate(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::kList:
+      return *v.list;
+    case Value::Kind::kDict: {
+      std::vector<Value> keys;
+      for (const auto& [k, x] : *v.dict) keys.push_back(Value::String(k));
+      return keys;
+    }
+    case Value::Kind::kString: {
+      std::vector<Value> chars;
+      for (auto& cp : CodePoints(v.text)) chars.push_back(Value::String(std::move(cp)));
+      return chars;
+    }
+    case Value::Kind::kUndefined:
+      return {};
+    default:
+      Fail(fmt::format("'{}' object is not iterable", KindName(v)));
+  }
+}
+
+int Compare(const Value& a, const Value& b) {
+  if (a.is_number() && b.is_number()) {
+    return a.AsDouble() < b.AsDouble() ? -1 : a.AsDouble() > b.AsDouble() ? 1 : 0;
+  }
+  if (a.is_string() && b.is_string()) return a.text < b.text ? -1 : a.text > b.text ? 1 : 0;
+  if (a.kind == Value::Kind::kBool || b.kind == Value::Kind::kBool) {
+    const double x = a.kind == Value::Kind::kBool ? a.boolean : a.AsDouble();
+    const double y = b.kind == Value::Kind::kBool ? b.boolean : b.AsDouble();
+    return x < y ? -1 : x > y ? 1 : 0;
+  }
+  Fail(fmt::format("'<' not supported between instances of '{}' and '{}'", KindName(a),
+                   KindName(b)));
+}
+
+int64_t NormalizeIndex(int64_t i, size_t size) {
+  return i < 0 ? i + static_cast<int64_t>(size) : i;
+}
+
+Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value& step) {
+  const bool is_str = v.is_string();
+  std::vector<Value> items =
+      is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list : Iterate(v));
+  const int64_t n = static_cast<int64_t>(items.size());
+  const int64_t st = step.defined() && !step.is_none() ? step.integer : 1;
+  if (st == 0) Fail("slice step cannot be zero");
+  auto clamp = [&](const Value& x, int64_t fallback) {
+    if (!x.defined() || x.is_none()) return fallback;
+    int64_t i = x.integer;
+    if (i < 0) i += n;
+    if (st > 0) return std::clamp<int64_t>(i, 0, n);
+    return std::clamp<int64_t>(i, -1, n - 1);
+  };
+  const int64_t b = clamp(start, st > 0 ? 0 : n - 1);
+  const int64_t e = clamp(stop, st > 0 ? n : -1);
+  List out;
+  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(items[i]);
+  if (!is_str) return Value::MakeList(std::move(out));
+  std::string s;
+  for (const Value& c : out) s += c.text;
+  return Value::String(std::move(s));
+}
+
+const Value* Kwarg(std::vector<std::pair<std::string, Value>>& kwargs, std::string_view name) {
+  for (auto& [k, v] : kwargs) {
+    if (k == name) return &v;
+  }
+  return nullptr;
+}
+
+// Positional-or-keyword argument `index`/`name`.
+const Value* Arg(std::vector<Value>& args, std::vector<std::pair<std::string, Value>>& kwargs,
+                 size_t index, std::string_view name) {
+  if (index < args.size()) return &args[index];
+  return Kwarg(kwargs, name);
+}
+
+class Renderer {
+ public:
+  explicit Renderer(const Value& variables) : globals_(variables) { scopes_.emplace_back(); }
+
+  void Exec(const Node& n, std::string& out, Flow& flow) {
+    switch (n.kind) {
+      case NodeKind::kBody:
+        for (const auto& c : n.children) {
+          Exec(*c, out, flow);
+          if (flow != Flow::kNormal) return;
+        }
+        return;
+      case NodeKind::kText:
+        out += n.text;
+        return;
+      case NodeKind::kOutput:
+        out += Eval(*n.a[0]).Str();
+        return;
+      case NodeKind::kIf: {
+        size_t i = 0;
+        for (; i + 1 < n.children.size(); i += 2) {
+          if (Eval(*n.children[i]).Truthy()) {
+            Exec(*n.children[i + 1], out, flow);
+            return;
+          }
+        }
+        if (i < n.children.size()) Exec(*n.children[i], out, flow);
+        return;
+      }
+      case NodeKind::kFor:
+        ExecFor(n, out, flow);
+        return;
+      case NodeKind::kSet: {
+        Value v;
+        if (n.a[0]) {
+          v = Eval(*n.a[0]);
+        } else {
+          std::string captured;
+          Flow f = Flow::kNormal;
+          Exec(*n.a[1], captured, f);
+          v = Value::String(std::move(captured));
+        }
+        if (n.names.size() == 2) {
+          Value ns = Lookup(n.names[0]);
+          if (ns.kind != Value::Kind::kDict || !ns.is_namespace) {
+            Fail("cannot assign attribute on non-namespace object");
+          }
+          ns.Set(n.names[1], std::move(v));
+        } else {
+          scopes_.back()[n.names[0]] = std::move(v);
+        }
+        return;
+      }
+      case NodeKind::kMacro:
+        scopes_.back()[n.text] = MakeMacro(n);
+        return;
+      case NodeKind::kCallBlock: {
+        const Node& body = *n.a[1];
+        Value caller;
+        caller.kind = Value::Kind::kCallable;
+        caller.callable = std::make_shared<Callable>();
+        caller.callable->fn = [this, &body](auto&, auto&) {
+          std::string captured;
+          Flow f = Flow::kNormal;
+          Exec(body, captured, f);
+          return Value::String(std::move(captured));
+        };
+        scopes_.emplace_back();
+        scopes_.back()["caller"] = caller;
+        out += Eval(*n.a[0]).Str();
+        scopes_.pop_back();
+        return;
+      }
+      case NodeKind::kFilterBlock: {
+        std::string captured;
+        Flow f = Flow::kNormal;
+        Exec(*n.a[1], captured, f);
+        out += ApplyFilter(*n.a[0], Value::String(std::move(captured))).Str();
+        return;
+      }
+      case NodeKind::kBreak:
+        flow = Flow::kBreak;
+        return;
+      case NodeKind::kContinue:
+        flow = Flow::kContinue;
+        return;
+      default:
+        out += Eval(n).Str();
+    }
+  }
+
+ private:
+  using Scope = std::unordered_map<std::string, Value>;
+
+  Value Lookup(const std::string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      auto f = it->find(name);
+      if (f != it->end()) return f->second;
+    }
+    Value v = globals_.Get(name);
+    if (v.defined()) return v;
+    return Value::Undefined();
+  }
+
+  void ExecFor(const Node& n, std::string& out, Flow& flow) {
+    const Value iterable = Eval(*n.a[0]);
+    std::vector<Value> items = Iterate(iterable);
+    if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
+      std::vector<Value> kept;
+      for (Value& item : items) {
+        scopes_.emplace_back();
+        Bind(n.names, item);
+        if (Eval(*n.a[1]).Truthy()) kept.push_back(item);
+        scopes_.pop_back();
+      }
+      items.swap(kept);
+    }
+    if (items.empty()) {
+      if (n.a[3]) Exec(*n.a[3], out, flow);
+      return;
+    }
+    const int64_t len = static_cast<int64_t>(items.size());
+    for (int64_t i = 0; i < len; ++i) {
+      scopes_.emplace_back();
+      Value loop = Value::MakeDict({{"index", Value::Int(i + 1)},
+                                    {"index0", Value::Int(i)},
+                                    {"revindex", Value::Int(len - i)},
+                                    {"revindex0", Value::Int(len - i - 1)},
+                                    {"first", Value::Bool(i == 0)},
+                                    {"last", Value::Bool(i == len - 1)},
+                                    {"length", Value::Int(len)},
+                                    {"depth", Value::Int(1)},
+                                    {"depth0", Value::Int(0)}});
+      loop.Set("previtem", i > 0 ? items[i - 1] : Value::Undefined());
+      loop.Set("nextitem", i + 1 < len ? items[i + 1] : Value::Undefined());
+      scopes_.back()["loop"] = loop;
+      Bind(n.names, items[i]);
+      Flow f = Flow::kNormal;
+      Exec(*n.a[2], out, f);
+      scopes_.pop_back();
+      if (f == Flow::kBreak) break;
+    }
+    (void)flow;
+  }
+
+  void Bind(const std::vector<std::string>& names, const Value& item) {
+    if (names.size() == 1) {
+      scopes_.back()[names[0]] = item;
+      return;
+    }
+    std::vector<Value> parts = Iterate(item);
+    if (parts.size() != names.size()) {
+      Fail(fmt::format("cannot unpack {} values into {} names", parts.size(), names.size()));
+    }
+    for (size_t i = 0; i < names.size(); ++i) scopes_.back()[names[i]] = parts[i];
+  }
+
+  Value MakeMacro(const Node& n) {
+    Value v;
+    v.kind = Value::Kind::kCallable;
+    v.callable = std::make_shared<Callable>();
+    v.callable->fn = [this, &n](std::vector<Value>& args, auto& kwargs) {
+      scopes_.emplace_back();
+      for (size_t i = 0; i < n.names.size(); ++i) {
+        Value value;
+        if (i < args.size()) {
+          value = args[i];
+        } else if (const Value* kw = Kwarg(kwargs, n.names[i])) {
+          value = *kw;
+        } else if (n.children[i]) {
+          value = Eval(*n.children[i]);
+        }
+        scopes_.back()[n.names[i]] = value;
+      }
+      std::string captured;
+      Flow f = Flow::kNormal;
+      Exec(*n.a[0], captured, f);
+      scopes_.pop_back();
+      return Value::String(std::move(captured));
+    };
+    return v;
+  }
+
+  Value Eval(const Node& n) {
+    switch (n.kind) {
+      case NodeKind::kLiteral:
+        return n.value;
+      case NodeKind::kName:
+        return Lookup(n.text);
+      case NodeKind::kList: {
+        List items;
+        for (const auto& c : n.children) items.push_back(Eval(*c));
+        return n.text == "tuple" ? Value::MakeTuple(std::move(items))
+                                 : Value::MakeList(std::move(items));
+      }
+      case NodeKind::kDict: {
+        Value d = Value::MakeDict();
+        for (size_t i = 0; i + 1 < n.children.size(); i += 2) {
+          d.Set(Eval(*n.children[i]).Str(), Eval(*n.children[i + 1]));
+        }
+        return d;
+      }
+      case NodeKind::kAttr: {
+        const Value obj = Eval(*n.a[0]);
+        if (!obj.defined()) Fail(fmt::format("'{}' is undefined", Describe(*n.a[0])));
+        if (obj.kind == Value::Kind::kDict) return obj.Get(n.text);
+        return Value::Undefined();
+      }
+      case NodeKind::kItem: {
+        const Value obj = Eval(*n.a[0]);
+        const Value key = Eval(*n.a[1]);
+        if (!obj.defined()) Fail(fmt::format("'{}' is undefined", Describe(*n.a[0])));
+        return Index(obj, key);
+      }
+      case NodeKind::kSlice:
+        return SliceOf(Eval(*n.a[0]), n.a[1] ? Eval(*n.a[1]) : Value(),
+                       n.a[2] ? Eval(*n.a[2]) : Value(), n.a[3] ? Eval(*n.a[3]) : Value());
+      case NodeKind::kCall:
+        return EvalCall(n);
+      case NodeKind::kFilter:
+        return ApplyFilter(n, Eval(*n.a[0]));
+      case NodeKind::kTest: {
+        const bool result = ApplyTest(n);
+        return Value::Bool(n.negated ? !result : result);
+      }
+      case NodeKind::kUnary: {
+        const Value v = Eval(*n.a[0]);
+        if (n.text == "not") return Value::Bool(!v.Truthy());
+        if (v.kind == Value::Kind::kInt) return Value::Int(n.text == "-" ? -v.integer : v.integer);
+        if (v.kind == Value::Kind::kFloat)
+          return Value::Float(n.text == "-" ? -v.number : v.number);
+        Fail(fmt::format("bad operand type for unary {}: '{}'", n.text, KindName(v)));
+      }
+      case NodeKind::kBinary:
+        return EvalBinary(n);
+      case NodeKind::kTernary: {
+        if (Eval(*n.a[1]).Truthy()) return Eval(*n.a[0]);
+        return n.a[2] ? Eval(*n.a[2]) : Value::Undefined();
+      }
+      default:
+        Fail("statement used as an expression");
+    }
+  }
+
+  static std::string Describe(const Node& n) {
+    if (n.kind == NodeKind::kName) return n.text;
+    if (n.kind == NodeKind::kAttr) return Describe(*n.a[0]) + "." + n.text;
+    return "value";
+  }
+
+  Value Index(const Value& obj, const Value& key) {
+    switch (obj.kind) {
+      case Value::Kind::kDict:
+        return obj.Get(key.Str());
+      case Value::Kind::kList: {
+        if (key.kind != Value::Kind::kInt) return Value::Undefined();
+        const int64_t i = NormalizeIndex(key.integer, obj.list->size());
+        if (i < 0 || i >= static_cast<int64_t>(obj.list->size())) return Value::Undefined();
+        return (*obj.list)[i];
+      }
+      case Value::Kind::kString: {
+        if (key.kind != Value::Kind::kInt) return Value::Undefined();
+        const auto cps = CodePoints(obj.text);
+        const int64_t i = NormalizeIndex(key.integer, cps.size());
+        if (i < 0 || i >= static_cast<int64_t>(cps.size())) return Value::Undefined();
+        return Value::String(cps[i]);
+      }
+      default:
+        return Value::Undefined();
+    }
+  }
+
+  Value EvalBinary(const Node& n) {
+    const std::string& op = n.text;
+    if (op == "and") {
+      Value l = Eval(*n.a[0]);
+      return l.Truthy() ? Eval(*n.a[1]) : l;
+    }
+    if (op == "or") {
+      Value l = Eval(*n.a[0]);
+      return l.Truthy() ? l : Eval(*n.a[1]);
+    }
+    const Value l = Eval(*n.a[0]);
+    const Value r = Eval(*n.a[1]);
+    if (op == "==") return Value::Bool(Equal(l, r));
+    if (op == "!=") return Value::Bool(!Equal(l, r));
+    if (op == "<") return Value::Bool(Compare(l, r) < 0);
+    if (op == ">") return Value::Bool(Compare(l, r) > 0);
+    if (op == "<=") return Value::Bool(Compare(l, r) <= 0);
+    if (op == ">=") return Value::Bool(Compare(l, r) >= 0);
+    if (op == "in" || op == "not in") {
+      const bool in = Contains(r, l);
+      return Value::Bool(op == "in" ? in : !in);
+    }
+    if (op == "~") return Value::String(l.Str() + r.Str());
+    if (op == "+") {
+      if (l.is_string() && r.is_string()) return Value::String(l.text + r.text);
+      if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
+        List items = *l.list;
+        items.insert(items.end(), r.list->begin(), r.list->end());
+        return Value::MakeList(std::move(items));
+      }
+    }
+    if (op == "+" && (l.is_string() || l.kind == Value::Kind::kList)) {  // Python's wording
+      Fail(fmt::format("can only concatenate {} (not \"{}\") to {}", KindName(l), KindName(r),
+                       KindName(l)));
+    }
+    if (op == "*" && l.is_string() && r.kind == Value::Kind::kInt) {
+      std::string s;
+      for (int64_t i = 0; i < r.integer; ++i) s += l.text;
+      return Value::String(std::move(s));
+    }
+    auto num = [](const Value& v) {
+      return v.kind == Value::Kind::kBool ? Value::Int(v.boolean) : v;
+    };
+    const Value a = num(l), b = num(r);
+    if (!a.is_number() || !b.is_number()) {
+      Fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, KindName(l),
+                       KindName(r)));
+    }
+    const bool ints = a.kind == Value::Kind::kInt && b.kind == Value::Kind::kInt;
+    if (op == "+")
+      return ints ? Value::Int(a.integer + b.integer) : Value::Float(a.AsDouble() + b.AsDouble());
+    if (op == "-")
+      return ints ? Value::Int(a.integer - b.integer) : Value::Float(a.AsDouble() - b.AsDouble());
+    if (op == "*")
+      return ints ? Value::Int(a.integer * b.integer) : Value::Float(a.AsDouble() * b.AsDouble());
+    if (op == "/") {
+      if (b.AsDouble() == 0) Fail("division by zero");
+      return Value::Float(a.AsDouble() / b.AsDouble());
+    }
+    if (op == "//") {
+      if (b.AsDouble() == 0) Fail("integer division or modulo by zero");
+      if (ints) {
+        int64_t q = a.integer / b.integer;
+        if ((a.integer % b.integer != 0) && ((a.integer < 0) != (b.integer < 0))) --q;
+        return Value::Int(q);
+      }
+      return Value::Float(std::floor(a.AsDouble() / b.AsDouble()));
+    }
+    if (op == "%") {
+      if (b.AsDouble() == 0) Fail("integer division or modulo by zero");
+      if (ints) {
+        int64_t m = a.integer % b.integer;
+        if (m != 0 && ((m < 0) != (b.integer < 0))) m += b.integer;
+        return Value::Int(m);
+      }
+      double m = std::fmod(a.AsDouble(), b.AsDouble());
+      if (m != 0 && ((m < 0) != (b.AsDouble() < 0))) m += b.AsDouble();
+      return Value::Float(m);
+    }
+    if (op == "**") {
+      if (ints && b.integer >= 0) {
+        int64_t p = 1;
+        for (int64_t i = 0; i < b.integer; ++i) p *= a.integer;
+        return Value::Int(p);
+      }
+      return Value::Float(std::pow(a.AsDouble(), b.AsDouble()));
+    }
+    Fail(fmt::format("unknown operator {}", op));
+  }
+
+  static bool Contains(const Value& container, const Value& item) {
+    switch (container.kind) {
+      case Value::Kind::kString:
+        return item.is_string() && container.text.find(item.text) != std::string::npos;
+      case Value::Kind::kList:
+        return std::any_of(container.list->begin(), container.list->end(),
+                           [&](const Value& v) { return Equal(v, item); });
+      case Value::Kind::kDict:
+        return container.Get(item.Str()).defined();
+      case Value::Kind::kUndefined:
+        return false;
+      default:
+        Fail(fmt::format("argument of type '{}' is not iterable", KindName(container)));
+    }
+  }
+
+  void EvalArgs(const Node& n, std::vector<Value>& args,
+                std::vector<std::pair<std::string, Value>>& kwargs) {
+    for (const auto& c : n.children) args.push_back(Eval(*c));
+    for (const auto& [k, v] : n.kwargs) kwargs.emplace_back(k, Eval(*v));
+  }
+
+  Value EvalCall(const Node& n) {
+    std::vector<Value> args;
+    std::vector<std::pair<std::string, Value>> kwargs;
+    const Node& callee = *n.a[0];
+    if (callee.kind == NodeKind::kAttr) {
+      Value obj = Eval(*callee.a[0]);
+      if (obj.kind == Value::Kind::kDict && obj.Get(callee.text).kind == Value::Kind::kCallable) {
+        EvalArgs(n, args, kwargs);
+        return obj.Get(callee.text).callable->fn(args, kwargs);
+      }
+      EvalArgs(n, args, kwargs);
+      return Method(obj, callee.text, args, kwargs);
+    }
+    EvalArgs(n, args, kwargs);
+    if (callee.kind == NodeKind::kName) {
+      const Value f = Lookup(callee.text);
+      if (f.kind == Value::Kind::kCallable) return f.callable->fn(args, kwargs);
+      return Global(callee.text, args, kwargs);
+    }
+    const Value f = Eval(callee);
+    if (f.kind == Value::Kind::kCallable) return f.callable->fn(args, kwargs);
+    Fail("object is not callable");
+  }
+
+  Value Global(const std::string& name, std::vector<Value>& args,
+               std::vector<std::pair<std::string, Value>>& kwargs) {
+    if (name == "raise_exception") Fail(args.empty() ? "" : args[0].Str());
+    if (name == "range") {
+      int64_t start = 0, stop = 0, step = 1;
+      if (args.size() == 1) {
+        stop = args[0].integer;
+      } else if (args.size() >= 2) {
+        start = args[0].integer;
+        stop = args[1].integer;
+        if (args.size() >= 3) step = args[2].integer;
+      }
+      if (step == 0) Fail("range() arg 3 must not be zero");
+      List items;
+      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+        items.push_back(Value::Int(i));
+      return Value::MakeList(std::move(items));
+    }
+    if (name == "namespace" || name == "dict") {
+      Value d = Value::MakeDict();
+      d.is_namespace = name == "namespace";
+      for (const Value& a : args) {
+        if (a.kind == Value::Kind::kDict) {
+          for (const auto& [k, v] : *a.dict) d.Set(k, v);
+        }
+      }
+      for (auto& [k, v] : kwargs) d.Set(k, v);
+      return d;
+    }
+    if (name == "strftime_now") {
+      const std::time_t now = std::time(nullptr);
+      std::tm tm{};
+      localtime_r(&now, &tm);
+      char buf[256];
+      const size_t n =
+          std::strftime(buf, sizeof buf, args.empty() ? "" : args[0].Str().c_str(), &tm);
+      return Value::String(std::string(buf, n));
+    }
+    Fail(fmt::format("'{}' is undefined", name));
+  }
+
+  Value Method(Value& obj, const std::string& name, std::vector<Value>& args,
+               std::vector<std::pair<std::string, Value>>& kwargs) {
+    if (obj.is_string()) {
+      const std::string& s = obj.text;
+      if (name == "strip")
+        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), true, true));
+      if (name == "lstrip")
+        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), true, false));
+      if (name == "rstrip")
+        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), false, true));
+      if (name == "split" || name == "rsplit") {
+        const Value* max = Arg(args, kwargs, 1, "maxsplit");
+        return Value::MakeList(
+            Split(s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, name == "rsplit"));
+      }
+      if (name == "startswith" || name == "endswith") {
+        std::vector<Value> options;
+        if (!args.empty() && args[0].kind == Value::Kind::kList) {
+          options = *args[0].list;
+        } else if (!args.empty()) {
+          options.push_back(args[0]);
+        }
+        for (const Value& o : options) {
+          if (name == "startswith" ? s.starts_with(o.text) : s.ends_with(o.text)) {
+            return Value::Bool(true);
+          }
+        }
+        return Value::Bool(false);
+      }
+      if (name == "upper") return Value::String(MapCase(s, true));
+      if (name == "lower") return Value::String(MapCase(s, false));
+      if (name == "capitalize") return Value::String(Capitalize(s));
+      if (name == "title") return Value::String(Title(s));
+      if (name == "replace") {
+        const Value* count = Arg(args, kwargs, 2, "count");
+        return Value::String(
+            Replace(s, args.at(0).text, args.at(1).text, count ? count->integer : -1));
+      }
+      if (name == "find") {
+        const size_t pos = s.find(args.at(0).text);
+        return Value::Int(pos == std::string::npos
+                              ? -1
+                              : static_cast<int64_t>(CodePoints(s.substr(0, pos)).size()));
+      }
+      if (name == "count") {
+        int64_t c = 0;
+        const std::string& sub = args.at(0).text;
+        if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePoints(s).size()) + 1);
+        for (size_t pos = s.find(sub); pos != std::string::npos;
+             pos = s.find(sub, pos + sub.size()))
+          ++c;
+        return Value::Int(c);
+      }
+      if (name == "join") {
+        std::string out;
+        const std::vector<Value> items = Iterate(args.at(0));
+        for (size_t i = 0; i < items.size(); ++i) out += (i ? s : "") + items[i].Str();
+        return Value::String(std::move(out));
+      }
+      if (name == "format") {
+        std::string out;
+        size_t next = 0;
+        for (size_t i = 0; i < s.size(); ++i) {
+          if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '}') {
+            out += next < args.size() ? args[next++].Str() : "";
+            ++i;
+          } else {
+            out += s[i];
+          }
+        }
+        return Value::String(std::move(out));
+      }
+      if (name == "isdigit")
+        return Value::Bool(!s.empty() && std::all_of(s.begin(), s.end(), ::isdigit));
+    }
+    if (obj.kind == Value::Kind::kDict) {
+      if (name == "items") {
+        List items;
+        for (const auto& [k, v] : *obj.dict)
+          items.push_back(Value::MakeTuple({Value::String(k), v}));
+        return Value::MakeList(std::move(items));
+      }
+      if (name == "keys") {
+        List items;
+        for (const auto& [k, v] : *obj.dict) items.push_back(Value::String(k));
+        return Value::MakeList(std::move(items));
+      }
+      if (name == "values") {
+        List items;
+        for (const auto& [k, v] : *obj.dict) items.push_back(v);
+        return Value::MakeList(std::move(items));
+      }
+      if (name == "get") {
+        const Value v = obj.Get(args.at(0).Str());
+        if (v.defined()) return v;
+        return args.size() > 1 ? args[1] : Value::None();
+      }
+    }
+    if (obj.kind == Value::Kind::kList) {
+      if (name == "append") {
+        obj.list->push_back(args.at(0));
+        return Value::None();
+      }
+      if (name == "pop") {
+        if (obj.list->empty()) Fail("pop from empty list");
+        const int64_t i = args.empty() ? static_cast<int64_t>(obj.list->size()) - 1
+                                       : NormalizeIndex(args[0].integer, obj.list->size());
+        Value v = obj.list->at(i);
+        obj.list->erase(obj.list->begin() + i);
+        return v;
+      }
+      if (name == "index") {
+        for (size_t i = 0; i < obj.list->size(); ++i) {
+          if (Equal((*obj.list)[i], args.at(0))) return Value::Int(static_cast<int64_t>(i));
+        }
+        Fail("value is not in list");
+      }
+      if (name == "count") {
+        return Value::Int(std::count_if(obj.list->begin(), obj.list->end(),
+                                        [&](const Value& v) { return Equal(v, args.at(0)); }));
+      }
+    }
+    // Jinja2's wording for a missing attribute (its undefined-attribute error).
+    Fail(fmt::format("'{} object' has no attribute '{}'", KindName(obj), name));
+  }
+
+  static std::string Replace(const std::string& s, const std::string& from, const std::string& to,
+                             int64_t count) {
+    if (from.empty()) return s;
+    std::string out;
+    size_t last = 0;
+    int64_t n = 0;
+    for (size_t pos = s.find(from); pos != std::string::npos && (count < 0 || n < count);
+         pos = s.find(from, last), ++n) {
+      out.append(s, last, pos - last);
+      out += to;
+      last = pos + from.size();
+    }
+    out.append(s, last, std::string::npos);
+    return out;
+  }
+
+  static std::string Capitalize(const std::string& s) {
+    const auto cps = CodePoints(s);
+    if (cps.empty()) return s;
+    std::string out = MapCase(cps[0], true);
+    for (size_t i = 1; i < cps.size(); ++i) out += MapCase(cps[i], false);
+    return out;
+  }
+
+  static std::string Title(const std::string& s) {
+    std::string out;
+    bool prev_cased = false;
+    for (const std::string& cp : CodePoints(s)) {
+      const int32_t c = Decode(cp);
+      const auto cat = utf8proc_category(c);
+      const bool cased =
+          cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+      out += MapCase(cp, !prev_cased);
+      prev_cased = cased;
+    }
+    return out;
+  }
+
+  bool ApplyTest(const Node& n) {
+    const std::string& t = n.text;
+    if (t == "defined" || t == "undefined") {
+      const bool defined = EvalSoft(*n.a[0]).defined();
+      return t == "defined" ? defined : !defined;
+    }
+    const Value v = Eval(*n.a[0]);
+    std::vector<Value> args;
+    std::vector<std::pair<std::string, Value>> kwargs;
+    EvalArgs(n, args, kwargs);
+    using K = Value::Kind;
+    if (t == "none") return v.kind == K::kNone;
+    if (t == "string") return v.kind == K::kString;
+    if (t == "mapping") return v.kind == K::kDict;
+    if (t == "iterable") return v.kind == K::kList || v.kind == K::kDict || v.kind == K::kString;
+    if (t == "sequence") return v.kind == K::kList || v.kind == K::kString || v.kind == K::kDict;
+    if (t == "number") return v.kind == K::kInt || v.kind == K::kFloat || v.kind == K::kBool;
+    if (t == "integer") return v.kind == K::kInt;
+    if (t == "float") return v.kind == K::kFloat;
+    if (t == "boolean") return v.kind == K::kBool;
+    if (t == "true") return v.kind == K::kBool && v.boolean;
+    if (t == "false") return v.kind == K::kBool && !v.boolean;
+    if (t == "callable") return v.kind == K::kCallable;
+    if (t == "equalto" || t == "eq" || t == "==" || t == "sameas")
+      return !args.empty() && Equal(v, args[0]);
+    if (t == "ne") return args.empty() || !Equal(v, args[0]);
+    if (t == "odd") return v.kind == K::kInt && v.integer % 2 != 0;
+    if (t == "even") return v.kind == K::kInt && v.integer % 2 == 0;
+    if (t == "divisibleby")
+      return !args.empty() && args[0].integer != 0 && v.integer % args[0].integer == 0;
+    if (t == "lower") return v.is_string() && MapCase(v.text, false) == v.text;
+    if (t == "upper") return v.is_string() && MapCase(v.text, true) == v.text;
+    if (t == "in") return !args.empty() && Contains(args[0], v);
+    if (t == "gt") return Compare(v, args.at(0)) > 0;
+    if (t == "lt") return Compare(v, args.at(0)) < 0;
+    if (t == "ge") return Compare(v, args.at(0)) >= 0;
+    if (t == "le") return Compare(v, args.at(0)) <= 0;
+    Fail(fmt::format("no test named '{}'", t));
+  }
+
+  // Like Eval, but attribute/item access on undefined yields undefined (for `is defined`).
+  Value EvalSoft(const Node& n) {
+    if (n.kind == NodeKind::kAttr || n.kind == NodeKind::kItem) {
+      const Value obj = EvalSoft(*n.a[0]);
+      if (!obj.defined()) return Value::Undefined();
+      if (n.kind == NodeKind::kAttr)
+        return obj.kind == Value::Kind::kDict ? obj.Get(n.text) : Value();
+      return Index(obj, Eval(*n.a[1]));
+    }
+    return Eval(n);
+  }
+
+  bool TestByName(const std::string& test, const Value& v, std::vector<Value> extra) {
+    Node n;
+    n.kind = NodeKind::kTest;
+    n.text = test;
+    auto lit = std::make_unique<Node>();
+    lit->kind = NodeKind::kLiteral;
+    lit->value = v;
+    n.a.push_back(std::move(lit));
+    for (Value& e : extra) {
+      auto arg = std::make_unique<Node>();
+      arg->kind = NodeKind::kLiteral;
+      arg->value = std::move(e);
+      n.children.push_back(std::move(arg));
+    }
+    return ApplyTest(n);
+  }
+
+  Value ApplyFilter(const Node& n, Value v) {
+    std::vector<Value> args;
+    std::vector<std::pair<std::string, Value>> kwargs;
+    EvalArgs(n, args, kwargs);
+    return Filter(n.text, std::move(v), args, kwargs);
+  }
+
+  Value Filter(const std::string& f, Value v, std::vector<Value>& args,
+               std::vector<std::pair<std::string, Value>>& kwargs) {
+    using K = Value::Kind;
+    if (f == "tojson") {
+      const Value* indent = Arg(args, kwargs, 0, "indent");
+      const Value* separators = Kwarg(kwargs, "separators");
+      const Value* sort = Kwarg(kwargs, "sort_keys");
+      const int ind = indent && indent->kind == K::kInt ? static_cast<int>(indent->integer) : -1;
+      std::string item_sep = ind >= 0 ? "," : ", ", key_sep = ": ";
+      if (separators && separators->kind == K::kList && separators->list->size() == 2) {
+        item_sep = (*separators->list)[0].text;
+        key_sep = (*separators->list)[1].text;
+      }
+      return Value::String(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
+                                    sort && sort->Truthy()));
+    }
+    if (f == "trim")
+      return Value::String(Strip(v.Str(), Arg(args, kwargs, 0, "chars"), true, true));
+    if (f == "length" || f == "count") {
+      if (v.kind == K::kString) return Value::Int(static_cast<int64_t>(CodePoints(v.text).size()));
+      if (v.kind == K::kList) return Value::Int(static_cast<int64_t>(v.list->size()));
+      if (v.kind == K::kDict) return Value::Int(static_cast<int64_t>(v.dict->size()));
+      if (!v.defined()) return Value::Int(0);
+      Fail(fmt::format("object of type '{}' has no len()", KindName(v)));
+    }
+    if (f == "upper") return Value::String(MapCase(v.Str(), true));
+    if (f == "lower") return Value::String(MapCase(v.Str(), false));
+    if (f == "capitalize") return Value::String(Capitalize(v.Str()));
+    if (f == "title") return Value::String(Title(v.Str()));
+    if (f == "replace") {
+      const Value* count = Arg(args, kwargs, 2, "count");
+      return Value::String(
+          Replace(v.Str(), args.at(0).Str(), args.at(1).Str(), count ? count->integer : -1));
+    }
+    if (f == "join") {
+      const Value* sep = Arg(args, kwargs, 0, "d");
+      const Value* attr = Arg(args, kwargs, 1, "attribute");
+      std::string out;
+      const std::vector<Value> items = Iterate(v);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (i && sep) out += sep->Str();
+        out += (attr ? items[i].Get(attr->Str()) : items[i]).Str();
+      }
+      return Value::String(std::move(out));
+    }
+    if (f == "first" || f == "last") {
+      const std::vector<Value> items = Iterate(v);
+      if (items.empty()) return Value::Undefined();
+      return f == "first" ? items.front() : items.back();
+    }
+    if (f == "default" || f == "d") {
+      const Value* fallback = Arg(args, kwargs, 0, "default_value");
+      const Value* boolean = Arg(args, kwargs, 1, "boolean");
+      const bool use = boolean && boolean->Truthy() ? !v.Truthy() : !v.defined();
+      return use ? (fallback ? *fallback : Value::String("")) : v;
+    }
+    if (f == "list") return Value::MakeList(Iterate(v));
+    if (f == "items") {
+      if (v.kind != K::kDict) return Value::MakeList();
+      std::vector<Value> a;
+      std::vector<std::pair<std::string, Value>> kw;
+      return Method(v, "items", a, kw);
+    }
+    if (f == "string") return Value::String(v.Str());
+    if (f == "safe" || f == "e" || f == "escape" || f == "forceescape") {
+      if (f == "safe") return v.is_string() ? v : Value::String(v.Str());
+      std::string out;
+      for (char c : v.Str()) {
+        switch (c) {
+          case '&':
+            out += "&amp;";
+            break;
+          case '<':
+            out += "&lt;";
+            break;
+          case '>':
+            out += "&gt;";
+            break;
+          case '"':
+            out += "&#34;";
+            break;
+          case '\'':
+            out += "&#39;";
+            break;
+          default:
+            out += c;
+        }
+      }
+      return Value::String(std::move(out));
+    }
+    if (f == "int") {
+      if (v.kind == K::kInt) return v;
+      if (v.kind == K::kFloat) return Value::Int(static_cast<int64_t>(v.number));
+      if (v.kind == K::kBool) return Value::Int(v.boolean);
+      try {
+        return Value::Int(std::stoll(Strip(v.Str(), nullptr, true, true)));
+      } catch (...) {
+        return args.empty() ? Value::Int(0) : args[0];
+      }
+    }
+    if (f == "float") {
+      if (v.is_number()) return Value::Float(v.AsDouble());
+      try {
+        return Value::Float(std::stod(v.Str()));
+      } catch (...) {
+        return Value::Float(0);
+      }
+    }
+    if (f == "abs") {
+      if (v.kind == K::kInt) return Value::Int(std::llabs(v.integer));
+      return Value::Float(std::fabs(v.AsDouble()));
+    }
+    if (f == "round") {
+      const Value* precision = Arg(args, kwargs, 0, "precision");
+      const double scale = std::pow(10.0, precision ? precision->integer : 0);
+      return Value::Float(std::round(v.AsDouble() * scale) / scale);
+    }
+    if (f == "indent") {
+      const Value* width = Arg(args, kwargs, 0, "width");
+      const Value* first = Arg(args, kwargs, 1, "first");
+      const Value* blank = Arg(args, kwargs, 2, "blank");
+      const std::string pad =
+          width && width->is_string()
+              ? width->text
+              : std::string(width ? static_cast<size_t>(width->integer) : 4, ' ');
+      std::string s = v.Str(), out;
+      std::vector<std::string> lines;
+      size_t start = 0;
+      for (size_t pos = s.find('\n'); pos != std::string::npos; pos = s.find('\n', start)) {
+        lines.push_back(s.substr(start, pos - start));
+        start = pos + 1;
+      }
+      lines.push_back(s.substr(start));
+      for (size_t i = 0; i < lines.size(); ++i) {
+        if (i) out += '\n';
+        const bool indent_it = (i > 0 || (first && first->Truthy())) &&
+                               (!lines[i].empty() || (blank && blank->Truthy()));
+        if (indent_it) out += pad;
+        out += lines[i];
+      }
+      return Value::String(std::move(out));
+    }
+    if (f == "wordcount") {
+      return Value::Int(static_cast<int64_t>(Split(v.Str(), nullptr, -1, false).size()));
+    }
+    if (f == "unique") {
+      List out;
+      for (const Value& x : Iterate(v)) {
+        if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return Equal(x, y); })) {
+          out.push_back(x);
+        }
+      }
+      return Value::MakeList(std::move(out));
+    }
+    if (f == "reverse") {
+      if (v.is_string()) {
+        auto cps = CodePoints(v.text);
+        std::string out;
+        for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
+        return Value::String(std::move(out));
+      }
+      List items = Iterate(v);
+      std::reverse(items.begin(), items.end());
+      return Value::MakeList(std::move(items));
+    }
+    if (f == "sort" || f == "dictsort") {
+      const Value* reverse = Kwarg(kwargs, "reverse");
+      const Value* attr = Kwarg(kwargs, "attribute");
+      List items;
+      if (f == "dictsort") {
+        std::vector<Value> a;
+        std::vector<std::pair<std::string, Value>> kw;
+        items = *Method(v, "items", a, kw).list;
+      } else {
+        items = Iterate(v);
+      }
+      auto key = [&](const Value& x) {
+        if (f == "dictsort") return (*x.list)[0];
+        return attr ? x.Get(attr->Str()) : x;
+      };
+      std::stable_sort(items.begin(), items.end(),
+                       [&](const Value& a, const Value& b) { return Compare(key(a), key(b)) < 0; });
+      if (reverse && reverse->Truthy()) std::reverse(items.begin(), items.end());
+      return Value::MakeList(std::move(items));
+    }
+    if (f == "sum") {
+      Value total = Value::Int(0);
+      for (const Value& x : Iterate(v)) {
+        total = total.kind == K::kInt && x.kind == K::kInt
+                    ? Value::Int(total.integer + x.integer)
+                    : Value::Float(total.AsDouble() + x.AsDouble());
+      }
+      return total;
+    }
+    if (f == "min" || f == "max") {
+      const List items = Iterate(v);
+      if (items.empty()) return Value::Undefined();
+      Value best = items[0];
+      for (const Value& x : items) {
+        if (f == "min" ? Compare(x, best) < 0 : Compare(x, best) > 0) best = x;
+      }
+      return best;
+    }
+    if (f == "center") {
+      const int64_t width = args.empty() ? 80 : args[0].integer;
+      std::string s = v.Str();
+      const int64_t len = static_cast<int64_t>(CodePoints(s).size());
+      if (len >= width) return Value::String(s);
+      const int64_t total = width - len, left = total / 2 + (total & width & 1);
+      return Value::String(std::string(left, ' ') + s + std::string(total - left, ' '));
+    }
+    if (f == "batch") {
+      const int64_t size = args.at(0).integer;
+      List out, cur;
+      for (const Value& x : Iterate(v)) {
+        cur.push_back(x);
+        if (static_cast<int64_t>(cur.size()) == size)
+          out.push_back(Value::MakeList(std::move(cur))), cur.clear();
+      }
+      if (!cur.empty()) {
+        if (args.size() > 1) {
+          while (static_cast<int64_t>(cur.size()) < size) cur.push_back(args[1]);
+        }
+        out.push_back(Value::MakeList(std::move(cur)));
+      }
+      return Value::MakeList(std::move(out));
+    }
+    if (f == "map") {
+      List out;
+      const Value* attr = Kwarg(kwargs, "attribute");
+      for (const Value& x : Iterate(v)) {
+        if (attr) {
+          Value y = x.Get(attr->Str());
+          if (!y.defined()) {
+            if (const Value* d = Kwarg(kwargs, "default")) y = *d;
+          }
+          out.push_back(y);
+        } else if (!args.empty()) {
+          std::vector<Value> rest(args.begin() + 1, args.end());
+          std::vector<std::pair<std::string, Value>> kw;
+          out.push_back(Filter(args[0].Str(), x, rest, kw));
+        }
+      }
+      return Value::MakeList(std::move(out));
+    }
+    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") {
+      const bool by_attr = f.ends_with("attr");
+      const bool keep_if = f.starts_with("select");
+      List out;
+      for (const Value& x : Iterate(v)) {
+        size_t first_arg = 0;
+        Value subject = x;
+        if (by_attr) {
+          subject = x.Get(args.at(0).Str());
+          first_arg = 1;
+        }
+        bool pass;
+        if (args.size() > first_arg) {
+          std::vector<Value> extra(args.begin() + first_arg + 1, args.end());
+          pass = TestByName(args[first_arg].Str(), subject, std::move(extra));
+        } else {
+          pass = subject.Truthy();
+        }
+        if (pass == keep_if) out.push_back(x);
+      }
+      return Value::MakeList(std::move(out));
+    }
+    Fail(fmt::format("no filter named '{}'", f));
+  }
+
+  const Value& globals_;
+  std::vector<Scope> scopes_;
+};
+
+}  // namespace
+
+Template::Template() = default;
+Template::~Template() = default;
+
+Status Template::Parse(std::string_view source, std::unique_ptr<Template>* out) {
+  std::unique_ptr<Template> t(new Template());
+  if (Status s = ParseTemplate(source, &t->root_); !s.ok()) return s;
+  *out = std::move(t);
+  return Status::Ok();
+}
+
+Status Template::Render(const Value& variables, std::string* out) const {
+  out->clear();
+  try {
+    Renderer r(variables);
+    Flow flow = Flow::kNormal;
+    r.Exec(*root_, *out, flow);
+  } catch (const RenderError& e) {
+    return Status::Error(e.message);
+  } catch (const std::out_of_range&) {
+    return Status::Error("missing argument in a template call");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvgate::chat

@@ -1,0 +1,32 @@
+// A compact Jinja interpreter for chat templates: parse once, render many, with Jinja2's
+// semantics as transformers and vLLM configure it (trim_blocks, lstrip_blocks, loop
+// controls, tojson without ASCII escaping, raise_exception, strftime_now).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "chat/value.h"
+#include "common/status.h"
+
+namespace kvgate::chat {
+
+class Template {
+ public:
+  // A syntax error is a Status naming the line.
+  static Status Parse(std::string_view source, std::unique_ptr<Template>* out);
+  ~Template();
+
+  // `variables` is a dict of top-level names. Errors (including raise_exception's message)
+  // come back as a Status; `out` then holds nothing useful.
+  Status Render(const Value& variables, std::string* out) const;
+
+  struct Node;
+
+ private:
+  Template();
+  std::unique_ptr<Node> root_;
+};
+
+}  // namespace kvgate::chat

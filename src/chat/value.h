@@ -1,0 +1,111 @@
+// Values of the template language, with Python's semantics where Jinja2 inherits them:
+// truthiness, equality, str() and repr() text, and JSON as transformers' `tojson` writes it.
+#pragma once
+
+#include <boost/json/fwd.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kvgate::chat {
+
+struct Value;
+using List = std::vector<Value>;
+// Insertion-ordered, like Python's dict.
+using Dict = std::vector<std::pair<std::string, Value>>;
+struct Callable;
+
+struct Value {
+  enum class Kind : uint8_t {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kCallable
+  };
+  Kind kind = Kind::kUndefined;
+  bool boolean = false;
+  bool is_namespace = false;  // a namespace() object: a dict whose attributes can be set
+  bool is_tuple = false;      // a list that prints as a Python tuple
+  int64_t integer = 0;
+  double number = 0;
+  std::string text;
+  std::shared_ptr<List> list;  // shared: Python lists and dicts alias
+  std::shared_ptr<Dict> dict;
+  std::shared_ptr<Callable> callable;
+
+  static Value Undefined() { return {}; }
+  static Value None() { return Of(Kind::kNone); }
+  static Value Bool(bool b) {
+    Value v = Of(Kind::kBool);
+    v.boolean = b;
+    return v;
+  }
+  static Value Int(int64_t i) {
+    Value v = Of(Kind::kInt);
+    v.integer = i;
+    return v;
+  }
+  static Value Float(double d) {
+    Value v = Of(Kind::kFloat);
+    v.number = d;
+    return v;
+  }
+  static Value String(std::string s) {
+    Value v = Of(Kind::kString);
+    v.text = std::move(s);
+    return v;
+  }
+  static Value MakeList(List items = {}) {
+    Value v = Of(Kind::kList);
+    v.list = std::make_shared<List>(std::move(items));
+    return v;
+  }
+  static Value MakeTuple(List items) {
+    Value v = MakeList(std::move(items));
+    v.is_tuple = true;
+    return v;
+  }
+  static Value MakeDict(Dict items = {}) {
+    Value v = Of(Kind::kDict);
+    v.dict = std::make_shared<Dict>(std::move(items));
+    return v;
+  }
+  static Value FromJson(const boost::json::value& j);
+
+  bool defined() const { return kind != Kind::kUndefined; }
+  bool is_none() const { return kind == Kind::kNone; }
+  bool is_string() const { return kind == Kind::kString; }
+  bool is_number() const { return kind == Kind::kInt || kind == Kind::kFloat; }
+  double AsDouble() const { return kind == Kind::kInt ? static_cast<double>(integer) : number; }
+
+  bool Truthy() const;
+  // Dict lookup; Undefined when absent.
+  Value Get(std::string_view key) const;
+  void Set(std::string_view key, Value v);
+
+  std::string Str() const;   // Python str()
+  std::string Repr() const;  // Python repr()
+  // json.dumps(self, ensure_ascii=False, indent=indent, separators, sort_keys).
+  std::string ToJson(int indent, std::string_view item_sep, std::string_view key_sep,
+                     bool sort_keys) const;
+
+ private:
+  static Value Of(Kind k) {
+    Value v;
+    v.kind = k;
+    return v;
+  }
+};
+
+bool Equal(const Value& a, const Value& b);
+
+}  // namespace kvgate::chat

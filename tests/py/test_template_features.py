@@ -1,0 +1,95 @@
+"""The template engine feature by feature against Python Jinja2: each case is a small
+template (as chat_template.jinja) rendered with variables passed as chat_template_kwargs."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import main, run  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+V = {"xs": [3, 1, 2], "s": "  Hello, World  ", "d": {"b": 2, "a": 1}, "n": None, "t": True,
+     "users": [{"name": "ann", "age": 31, "admin": True}, {"name": "bob", "age": 25}],
+     "u": "naïve 東京 ✓", "f": 2.5, "neg": -7, "nested": {"k": [1, {"z": "deep"}]}}
+
+CASES = [
+    "{{ xs }}|{{ d }}|{{ n }}|{{ t }}|{{ f }}|{{ s }}|{{ undefined_name }}|",
+    "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}:{{ x }} {% endfor %}",
+    "{% for x in xs %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}",
+    "{% for x in [] %}x{% else %}empty{% endfor %}",
+    "{% for x in xs if x > 1 %}{{ x }}/{{ loop.length }} {% endfor %}",
+    "{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}{% for k in d %}{{ k }}{% endfor %}",
+    "{% for x in xs %}{% if x == 1 %}{% continue %}{% endif %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}",
+    "{% set a = 1 %}{% for x in xs %}{% set a = a + x %}{% endfor %}{{ a }}",
+    "{% set ns = namespace(total=0, names='') %}{% for x in xs %}{% set ns.total = ns.total + x %}{% endfor %}{{ ns.total }}",
+    "{% set block %}inside {{ xs|length }}{% endset %}[{{ block }}]",
+    "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('ann') }} {{ greet('bob', punct='?') }}",
+    "{% macro box() %}<{{ caller() }}>{% endmacro %}{% call box() %}content{% endcall %}",
+    "{% filter upper %}shout {{ s|trim }}{% endfilter %}",
+    "{{ xs|sort }} {{ xs|sort(reverse=true) }} {{ users|sort(attribute='age')|map(attribute='name')|join(',') }}",
+    "{{ xs|first }} {{ xs|last }} {{ xs|length }} {{ xs|sum }} {{ xs|min }} {{ xs|max }} {{ xs|reverse|list }}",
+    "{{ s|trim }}|{{ s|upper }}|{{ s|lower }}|{{ 'hello world'|title }}|{{ 'hELLO'|capitalize }}|{{ s|replace('l', 'L') }}",
+    "{{ d|tojson }} {{ xs|tojson }} {{ nested|tojson }} {{ u|tojson }} {{ n|tojson }} {{ 'a\"b\\\\c\\n'|tojson }}",
+    "{{ nested|tojson(indent=2) }}",
+    "{{ d|tojson(sort_keys=true) }} {{ d|tojson(separators=(',', ':')) }}",
+    "{{ d|dictsort }} {{ d|items|list }} {{ d.keys()|list }} {{ d.values()|list }} {{ d.get('a') }} {{ d.get('zz', 'no') }}",
+    "{{ users|selectattr('admin')|map(attribute='name')|list }} {{ users|rejectattr('admin')|list|length }}",
+    "{{ xs|select('odd')|list }} {{ xs|reject('odd')|list }} {{ [1, 2, 2, 3, 1]|unique|list }}",
+    "{{ missing|default('dflt') }} {{ ''|default('e', true) }} {{ n|default('x') }}",
+    "{{ '42'|int + 1 }} {{ '2.5'|float }} {{ neg|abs }} {{ 3.14159|round(2) }} {{ 7|string ~ '!' }}",
+    "{{ 'one two  three'|wordcount }} {{ 'a\\nb\\n\\nc'|indent(2) }}|{{ 'x\\ny'|indent(3, true) }}",
+    "{{ xs|batch(2)|list }} {{ 'ab'|center(6) }}| {{ '<a&b>'|e }}",
+    "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'xxhixx'.strip('x') }}|{{ 'a,b,,c'.split(',') }}|{{ ' a  b '.split() }}|{{ 'a-b-c'.rsplit('-', 1) }}",
+    "{{ 'hello'.startswith('he') }} {{ 'hello'.endswith(('x', 'lo')) }} {{ 'hello'.find('l') }} {{ 'hello'.count('l') }} {{ 'HeLLo'.upper() }} {{ 'HeLLo'.lower() }} {{ '{} and {}'.format(1, 'b') }}",
+    "{{ xs[0] }} {{ xs[-1] }} {{ xs[1:] }} {{ xs[::-1] }} {{ xs[:2] }} {{ 'hello'[1:4] }} {{ u[0:5] }} {{ d['a'] }} {{ nested.k[1].z }}",
+    "{{ 1 + 2 * 3 }} {{ (1 + 2) * 3 }} {{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 2 ** 10 }} {{ 7 / 2 }} {{ 1 ~ 2 ~ 'x' }}",
+    "{{ 1 < 2 and 2 < 3 }} {{ not t }} {{ 1 in xs }} {{ 5 not in xs }} {{ 'ell' in 'hello' }} {{ 'a' in d }} {{ xs == [3, 1, 2] }} {{ n or 'fallback' }} {{ t and 'yes' }}",
+    "{{ 'yes' if t else 'no' }} {{ 'yes' if n else 'no' }} {{ 'only-if' if n }}|",
+    "{{ n is none }} {{ s is string }} {{ d is mapping }} {{ xs is iterable }} {{ f is number }} {{ missing is defined }} {{ missing is undefined }} {{ xs is sequence }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ t is true }} {{ 1 is equalto 1 }} {{ d.zz is defined }} {{ t is boolean }}",
+    "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ dict(a=1, b='x') }}",
+    "a\n  {% if t %}\n    yes\n  {% endif %}\nb\n{# comment #}\nc\n  {%- if t -%}  trimmed  {%- endif %}\nd",
+    "line1\n    {% for x in xs %}\n    - {{ x }}\n    {% endfor %}\nend\n",
+    "{%+ if t %}  keep{% endif %}|  {{ 'x' }}  |{{- ' y ' -}}|\n{{ 'z' }}",
+    "{% if xs|length > 2 %}many{% elif xs %}some{% else %}none{% endif %}",
+    "{{ u|length }} {{ u|upper }} {{ u|reverse }} {{ u[1] }}",
+    "{% set x = [1, 2] %}{% set y = x + [3] %}{{ y }} {{ x }} {{ [1, 'a', none, true, 2.0, {'k': [1]}] }}",
+    "{{ \"It's\" }} {{ ['it\\'s', \"q\\\"q\"] }} {{ {'a': 'b'} }}",
+    "{{ raise_exception('custom failure: ' ~ xs|length) }}",
+    "{{ xs.nope() }}",
+    "{% for m in users %}{{ m.name ~ ('!' if m.admin) }}{% endfor %}",
+]
+
+
+class TemplateFeatures(unittest.TestCase):
+    def test_features_match_jinja2(self):
+        with tempfile.TemporaryDirectory() as d:
+            lines, dirs = [], []
+            for i, tpl in enumerate(CASES):
+                case_dir = os.path.join(d, str(i))
+                os.mkdir(case_dir)
+                with open(os.path.join(case_dir, "chat_template.jinja"), "w", encoding="utf-8") as f:
+                    f.write(tpl)
+                dirs.append(case_dir)
+            req = json.dumps({"messages": [], "chat_template_kwargs": V}, ensure_ascii=False) + "\n"
+            failures = []
+            for tpl, case_dir in zip(CASES, dirs):
+                ref = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "render_reference.py"),
+                                      case_dir], input=req.encode(), capture_output=True)
+                self.assertEqual(ref.returncode, 0, ref.stderr.decode())
+                want = json.loads(ref.stdout.decode())
+                req_file = os.path.join(case_dir, "req.jsonl")
+                with open(req_file, "w", encoding="utf-8") as f:
+                    f.write(req)
+                _, out, _ = run(["template", "--model-dir", case_dir, "--request", req_file,
+                                 "--jsonl"])
+                got = json.loads(out)
+                if got != want:
+                    failures.append((tpl, want, got))
+            self.assertEqual(failures, [], f"{len(failures)} of {len(CASES)} differ")
+
+
+if __name__ == "__main__":
+    main()
