@@ -26,11 +26,12 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
 	@$(MAKE) --no-print-directory unit-asan fuzz-smoke format-check
 
-# Unit tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Every test again, unit and integration, with the binaries built under AddressSanitizer +
+# UndefinedBehaviorSanitizer.
 unit-asan: setup
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) --target kvgate_unit_tests kvgate
-	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2 -L unit
+	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
 
 # Builds the libFuzzer targets with clang-14 and runs the decoder fuzzer briefly.
 fuzz-smoke: setup

@@ -15,6 +15,7 @@ namespace {
 
 struct ReplayFlags {
   std::string trace;
+  uint32_t synthetic_requests = 2000;
   uint32_t workers = 8;
   std::string policies = "kv,round_robin,random,least_loaded,approx";
   uint32_t num_blocks = 16384;
@@ -48,6 +49,7 @@ int Replay(const ReplayFlags& f) {
   if (f.trace.empty()) {
     replay::SyntheticTraceOptions o;
     o.seed = f.seed;
+    o.requests = f.synthetic_requests;
     o.trace_block_size = f.trace_block_size;
     trace = replay::GenerateSyntheticTrace(o);
   } else if (Status s = replay::ReadMooncakeTrace(f.trace, trace); !s.ok()) {
@@ -101,6 +103,9 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
   CLI::App* cmd =
       app.add_subcommand("replay", "Replay a request trace and report KV reuse and latency");
   cmd->add_option("--trace", f.trace, "Mooncake JSONL trace (default: a synthetic trace)");
+  cmd->add_option("--requests", f.synthetic_requests, "Requests in the synthetic trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10000000u));
   cmd->add_option("--workers", f.workers, "Simulated workers")->capture_default_str();
   cmd->add_option("--policy", f.policies, "Comma-separated policies to compare")
       ->capture_default_str();

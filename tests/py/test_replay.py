@@ -23,8 +23,8 @@ class ReplayTest(unittest.TestCase):
     def replay(self, *args):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "r.json")
-            run(["replay", "--workers", "3", "--num-blocks", "2048", "--seed", "7", "--out", out,
-                 *args])
+            run(["replay", "--requests", "600", "--workers", "3", "--num-blocks", "2048",
+                 "--seed", "7", "--out", out, *args], timeout=300)
             with open(out) as f:
                 return json.load(f)
 
@@ -45,8 +45,8 @@ class ReplayTest(unittest.TestCase):
 
     def test_policy_subset_and_plots(self):
         with tempfile.TemporaryDirectory() as d:
-            code, out, _ = run(["replay", "--workers", "2", "--policy", "kv,approx", "--plot", d,
-                                "--seed", "1"])
+            code, out, _ = run(["replay", "--requests", "300", "--workers", "2", "--policy",
+                                "kv,approx", "--plot", d, "--seed", "1"], timeout=300)
             self.assertIn("kv", out)
             self.assertIn("approx", out)
             for name in ["ttft_cdf.svg", "reuse.svg"]:
