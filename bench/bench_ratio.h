@@ -63,4 +63,15 @@ inline int RunWithRatios(int argc, char** argv,
   return 0;
 }
 
+// Runs a reference implementation's command and returns the first line it prints (empty if
+// it could not run): references measure themselves and print their result.
+inline std::string ReferenceOutput(const std::string& command) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return "";
+  char line[512] = {0};
+  const bool ok = std::fgets(line, sizeof line, p) != nullptr;
+  pclose(p);
+  return ok ? std::string(line) : std::string();
+}
+
 }  // namespace kvgate::bench

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "bench_ratio.h"
 #include "chat/chat_template.h"
 
 namespace {
@@ -71,11 +72,7 @@ int main(int argc, char** argv) {
   std::ofstream(request_file) << boost::json::serialize(Conversation());
   const std::string cmd = std::string("/usr/bin/python3 tests/py/render_bench_reference.py ") +
                           kModelDir + " " + request_file;
-  FILE* p = popen(cmd.c_str(), "r");
-  char line[128] = {0};
-  double reference_us = 0;
-  if (p != nullptr && std::fgets(line, sizeof line, p) != nullptr) reference_us = std::atof(line);
-  if (p != nullptr) pclose(p);
+  const double reference_us = std::atof(kvgate::bench::ReferenceOutput(cmd).c_str());
   std::printf("reference Python Jinja2: %.1f us per render; kvgate %.2f us: ratio %.1fx\n",
               reference_us, g_ours_us, g_ours_us > 0 ? reference_us / g_ours_us : 0);
   benchmark::Shutdown();

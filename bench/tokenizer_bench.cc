@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "bench_ratio.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -103,16 +104,13 @@ int main(int argc, char** argv) {
   for (const std::string model : {"qwen3", "llama3_1"}) {
     const std::string cmd = "node tests/js/tokenize_bench_reference.js " + std::string(kFixtures) +
                             "/tokenizer-" + model + "/models/tokenizer.json " + corpus + " 3";
-    FILE* p = popen(cmd.c_str(), "r");
-    char line[512] = {0};
-    if (p == nullptr || std::fgets(line, sizeof line, p) == nullptr) {
+    const std::string line = kvgate::bench::ReferenceOutput(cmd);
+    if (line.empty()) {
       std::printf("reference %s: could not run node\n", model.c_str());
-      if (p) pclose(p);
       continue;
     }
-    pclose(p);
     double tokens_s = 0, mb_s = 0;
-    std::sscanf(line, "{\"tokens_per_s\":%lf,\"mb_per_s\":%lf}", &tokens_s, &mb_s);
+    std::sscanf(line.c_str(), "{\"tokens_per_s\":%lf,\"mb_per_s\":%lf}", &tokens_s, &mb_s);
     const double ours = g_ours_mb_s[model];
     std::printf(
         "reference HF tokenizers %-9s %.2f MB/s (%.0f tokens/s); kvgate %.2f MB/s: ratio %.1fx\n",

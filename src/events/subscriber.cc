@@ -6,26 +6,10 @@
 
 #include "common/log.h"
 #include "wire/decode.h"
+#include "wire/seq_frame.h"
 
 namespace kvgate::events {
 namespace {
-
-constexpr uint64_t kEndMarker = ~uint64_t{0};  // seq -1, two's complement
-
-bool ReadSeq(const zmq::message_t& frame, uint64_t* seq) {
-  if (frame.size() != 8) return false;
-  const auto* p = static_cast<const unsigned char*>(frame.data());
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
-  *seq = v;
-  return true;
-}
-
-std::string SeqBytes(uint64_t seq) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((seq >> (56 - 8 * i)) & 0xff);
-  return out;
-}
 
 LogRateLimiter g_bad_input_log(10);
 
@@ -62,7 +46,7 @@ class Subscriber::Stream : public StreamActions {
 
   void OnLiveMessage(std::vector<zmq::message_t>& frames) {
     uint64_t seq;
-    if (frames.size() != 3 || !ReadSeq(frames[1], &seq)) {
+    if (frames.size() != 3 || !wire::ParseSeqFrame(frames[1].to_string_view(), &seq)) {
       BadFrames(frames.size());
       return;
     }
@@ -76,11 +60,12 @@ class Subscriber::Stream : public StreamActions {
     // [empty, seq, payload] or [empty, topic, seq, payload]
     uint64_t seq;
     const size_t n = frames.size();
-    if ((n != 3 && n != 4) || frames[0].size() != 0 || !ReadSeq(frames[n - 2], &seq)) {
+    if ((n != 3 && n != 4) || frames[0].size() != 0 ||
+        !wire::ParseSeqFrame(frames[n - 2].to_string_view(), &seq)) {
       BadFrames(n);
       return;
     }
-    if (seq == kEndMarker) {
+    if (seq == wire::kReplayEndSeq) {
       replay_deadline_ = {};
       state_.OnReplayEnd();
       return;
@@ -129,7 +114,7 @@ class Subscriber::Stream : public StreamActions {
 
   void RequestReplay(uint64_t from) override {
     if (!dealer_) return;
-    const std::string seq = SeqBytes(from);
+    const std::string seq = wire::SeqFrame(from);
     const std::array<zmq::const_buffer, 2> request = {zmq::const_buffer("", 0), zmq::buffer(seq)};
     if (!zmq::send_multipart(*dealer_, request, zmq::send_flags::dontwait)) {
       Log(LogLevel::kWarn, "worker {}: could not send replay request", worker());

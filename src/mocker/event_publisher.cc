@@ -5,16 +5,12 @@
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include "wire/seq_frame.h"
+
 namespace kvgate::mocker {
 namespace {
 
 constexpr size_t kReplayBuffer = 10000;
-
-std::string SeqBytes(uint64_t seq) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((seq >> (56 - 8 * i)) & 0xff);
-  return out;
-}
 
 }  // namespace
 
@@ -60,7 +56,7 @@ void EventPublisher::Publish(const std::string& payload, bool send_live) {
     if (buffer_.size() > kReplayBuffer) buffer_.pop_front();
   }
   if (!send_live) return;
-  const std::string seq_bytes = SeqBytes(seq);
+  const std::string seq_bytes = wire::SeqFrame(seq);
   const std::array<zmq::const_buffer, 3> frames = {zmq::str_buffer("kv-events"),
                                                    zmq::buffer(seq_bytes), zmq::buffer(payload)};
   (void)zmq::send_multipart(sockets_->pub, frames, zmq::send_flags::dontwait);
@@ -84,9 +80,8 @@ void EventPublisher::ServeReplay() {
       continue;
     // [identity, empty, start seq]
     if (frames.size() != 3 || frames[2].size() != 8) continue;
-    const auto* p = static_cast<const unsigned char*>(frames[2].data());
     uint64_t start = 0;
-    for (int i = 0; i < 8; ++i) start = (start << 8) | p[i];
+    wire::ParseSeqFrame(frames[2].to_string_view(), &start);
     std::vector<std::pair<uint64_t, std::string>> items;
     {
       std::lock_guard lock(mu_);
@@ -96,12 +91,12 @@ void EventPublisher::ServeReplay() {
     }
     const std::string identity = frames[0].to_string();
     for (const auto& [seq, payload] : items) {
-      const std::string seq_bytes = SeqBytes(seq);
+      const std::string seq_bytes = wire::SeqFrame(seq);
       const std::array<zmq::const_buffer, 4> reply = {zmq::buffer(identity), zmq::str_buffer(""),
                                                       zmq::buffer(seq_bytes), zmq::buffer(payload)};
       (void)zmq::send_multipart(router, reply);
     }
-    const std::string end = SeqBytes(~uint64_t{0});
+    const std::string end = wire::SeqFrame(wire::kReplayEndSeq);
     const std::array<zmq::const_buffer, 4> marker = {zmq::buffer(identity), zmq::str_buffer(""),
                                                      zmq::buffer(end), zmq::str_buffer("")};
     (void)zmq::send_multipart(router, marker);
