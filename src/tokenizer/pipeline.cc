@@ -204,15 +204,17 @@ void SplitAt(std::string_view text, const std::vector<std::pair<size_t, size_t>>
         if (!is_match) out.emplace_back(part);
         break;
       case Behavior::kMergedWithPrevious:
-        if (is_match && !out.empty() && i > 0) {
+        // A delimiter joins the piece before it, unless that piece is a delimiter too.
+        if (is_match && i > 0 && !std::get<2>(runs[i - 1])) {
           out.back() += part;
         } else {
           out.emplace_back(part);
         }
         break;
       case Behavior::kMergedWithNext:
-        if (is_match) {
-          pending_next += part;
+        // A delimiter joins the piece after it, unless that piece is a delimiter too.
+        if (is_match && i + 1 < runs.size() && !std::get<2>(runs[i + 1])) {
+          pending_next = std::string(part);
         } else {
           out.push_back(pending_next + std::string(part));
           pending_next.clear();
@@ -227,7 +229,6 @@ void SplitAt(std::string_view text, const std::vector<std::pair<size_t, size_t>>
         break;
     }
   }
-  if (!pending_next.empty()) out.push_back(pending_next);
 }
 
 class SplitPreTokenizer : public PreTokenizer {
@@ -313,25 +314,18 @@ class MetaspacePreTokenizer : public PreTokenizer {
   }
 };
 
+// Digits: Unicode numeric characters (Rust's char::is_numeric, i.e. \\p{N}), each alone or
+// in runs.
 class DigitsPreTokenizer : public PreTokenizer {
  public:
+  std::unique_ptr<Regex> regex;
   bool individual = false;
   void Apply(std::vector<std::string>& pieces, bool) const override {
     std::vector<std::string> out;
+    std::vector<std::pair<size_t, size_t>> matches;
     for (const std::string& p : pieces) {
-      std::vector<std::pair<size_t, size_t>> matches;
-      for (size_t i = 0; i < p.size();) {
-        if (p[i] >= '0' && p[i] <= '9') {
-          size_t j = i + 1;
-          if (!individual) {
-            while (j < p.size() && p[j] >= '0' && p[j] <= '9') ++j;
-          }
-          matches.emplace_back(i, j);
-          i = j;
-        } else {
-          ++i;
-        }
-      }
+      matches.clear();
+      regex->ForEachMatch(p, [&](size_t s, size_t e) { matches.emplace_back(s, e); });
       SplitAt(p, matches, individual ? Behavior::kIsolated : Behavior::kContiguous, false, out);
     }
     pieces.swap(out);
@@ -466,9 +460,39 @@ Status MakePreTokenizer(const json::value& config, std::unique_ptr<PreTokenizer>
                                     BoolField(o, "add_prefix_space", true) ? "always" : "never");
     m->split = BoolField(o, "split", true);
     *out = std::move(m);
+  } else if (type == "Whitespace") {  // \w+|[^\w\s]+, as HF defines it
+    auto split = std::make_unique<SplitPreTokenizer>();
+    // Rust's \\w: alphabetic, marks, decimal digits, connector punctuation, joiners.
+    if (Status s = Regex::Compile("[\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]+|"
+                                  "[^\\p{L}\\p{Nl}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}\\s]+",
+                                  &split->regex);
+        !s.ok()) {
+      return s;
+    }
+    split->behavior = Behavior::kRemoved;
+    split->invert = true;
+    *out = std::move(split);
+  } else if (type == "WhitespaceSplit") {
+    auto split = std::make_unique<SplitPreTokenizer>();
+    if (Status s = Regex::Compile("\\s+", &split->regex); !s.ok()) return s;
+    split->behavior = Behavior::kRemoved;
+    *out = std::move(split);
+  } else if (type == "Punctuation") {  // Unicode punctuation and every ASCII punctuation char
+    auto split = std::make_unique<SplitPreTokenizer>();
+    if (Status s = Regex::Compile("[\\p{P}!-/:-@\\[-`{-~]", &split->regex); !s.ok()) return s;
+    const std::string behavior = StringField(o, "behavior", "Isolated");
+    split->behavior = behavior == "Removed"              ? Behavior::kRemoved
+                      : behavior == "MergedWithPrevious" ? Behavior::kMergedWithPrevious
+                      : behavior == "MergedWithNext"     ? Behavior::kMergedWithNext
+                      : behavior == "Contiguous"         ? Behavior::kContiguous
+                                                         : Behavior::kIsolated;
+    *out = std::move(split);
   } else if (type == "Digits") {
     auto d = std::make_unique<DigitsPreTokenizer>();
     d->individual = BoolField(o, "individual_digits", false);
+    if (Status s = Regex::Compile(d->individual ? "\\p{N}" : "\\p{N}+", &d->regex); !s.ok()) {
+      return s;
+    }
     *out = std::move(d);
   } else {
     return Status::Error(fmt::format("unsupported pre_tokenizer '{}'", type));

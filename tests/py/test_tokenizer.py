@@ -63,6 +63,54 @@ class TokenizerParity(unittest.TestCase):
     def test_gptoss(self):
         self.check_model("gptoss")
 
+    def test_component_variants(self):
+        """Components no fixture uses, checked on Qwen3's vocabulary with a swapped pipeline."""
+        import tempfile
+        base_path = os.path.join(FIXTURES, "tokenizer-qwen3", "models", "tokenizer.json")
+        with open(base_path, encoding="utf-8") as f:
+            base = json.load(f)
+        byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                      "use_regex": False}
+        variants = {
+            "whitespace": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Whitespace"}, byte_level]}},
+            "whitespace_split": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "WhitespaceSplit"}, byte_level]}},
+            "punctuation_digits": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Punctuation", "behavior": "Isolated"},
+                {"type": "Digits", "individual_digits": True}, byte_level]}},
+            "gpt2_bytelevel_regex": {"pre_tokenizer": dict(byte_level, use_regex=True,
+                                                           add_prefix_space=True)},
+            "split_behaviors": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithNext",
+                 "invert": False},
+                {"type": "Split", "pattern": {"Regex": "[0-9]+"}, "behavior": "Removed",
+                 "invert": False},
+                {"type": "Split", "pattern": {"Regex": "[.,!?]"}, "behavior": "Contiguous",
+                 "invert": False}, byte_level]}},
+            "normalizers": {"normalizer": {"type": "Sequence", "normalizers": [
+                {"type": "NFKC"}, {"type": "Lowercase"}, {"type": "Strip", "strip_left": True,
+                                                          "strip_right": True},
+                {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+                {"type": "Prepend", "prepend": "> "}]}},
+        }
+        # The curated texts and mixed documents, not the random code points: normalization
+        # tables differ by Unicode version between utf8proc and HF's Rust crates, which the
+        # fixture tests above already bound (their normalizers are NFC or none).
+        all_texts = corpus([])
+        texts = all_texts[:29] + all_texts[-60:]
+        for name, change in variants.items():
+            with self.subTest(variant=name), tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "tokenizer.json")
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(dict(base, **change), f, ensure_ascii=False)
+                ref = reference(path, texts, False)
+                _, out, _ = run(["tokenize", "--tokenizer", path, "--jsonl"],
+                                "".join(json.dumps(t) + "\n" for t in texts).encode(), timeout=600)
+                got = [json.loads(line) for line in out.split("\n") if line]
+                bad = [(t, r["ids"], g) for t, r, g in zip(texts, ref, got) if r["ids"] != g]
+                self.assertEqual(bad[:2], [], f"{name}: {len(bad)} of {len(texts)} differ")
+
     def test_cli_errors(self):
         path = os.path.join(FIXTURES, "tokenizer-qwen3", "models", "tokenizer.json")
         code, _, err = run(["tokenize", "--tokenizer", path], b"bad \xff utf8", check=False)
