@@ -161,19 +161,36 @@ class PrependNormalizer : public Normalizer {
   }
 };
 
+// Unicode White_Space, as Rust's char::is_whitespace.
+bool IsWhiteSpace(int32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
 class StripNormalizer : public Normalizer {
  public:
   bool left = true, right = true;
   void Apply(std::string& text) const override {
-    auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-    size_t b = 0, e = text.size();
+    std::vector<std::pair<size_t, int32_t>> cps;  // (byte offset, code point)
+    for (size_t i = 0; i < text.size();) {
+      utf8proc_int32_t cp;
+      const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + i),
+                                      static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
+      if (n <= 0) return;
+      cps.emplace_back(i, cp);
+      i += static_cast<size_t>(n);
+    }
+    size_t b = 0, e = cps.size();
     if (left) {
-      while (b < e && is_space(text[b])) ++b;
+      while (b < e && IsWhiteSpace(cps[b].second)) ++b;
     }
     if (right) {
-      while (e > b && is_space(text[e - 1])) --e;
+      while (e > b && IsWhiteSpace(cps[e - 1].second)) --e;
     }
-    text = text.substr(b, e - b);
+    const size_t from = b < cps.size() ? cps[b].first : text.size();
+    const size_t to = e < cps.size() ? cps[e].first : text.size();
+    text = text.substr(from, to - from);
   }
 };
 
