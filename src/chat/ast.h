@@ -40,8 +40,31 @@ enum class NodeKind {
   kDict,     // children: key, value, key, value...
 };
 
+// Binary operators, resolved at parse time.
+enum class BinaryOp : uint8_t {
+  kAnd,
+  kOr,
+  kEq,
+  kNe,
+  kLt,
+  kGt,
+  kLe,
+  kGe,
+  kIn,
+  kNotIn,
+  kConcat,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kFloorDiv,
+  kMod,
+  kPow,
+};
+
 struct Template::Node {
   NodeKind kind;
+  BinaryOp op = BinaryOp::kAdd;  // kBinary
   int line = 0;
   std::string text;
   Value value;

@@ -28,6 +28,13 @@ enum class Flow { kNormal, kBreak, kContinue };
 [[noreturn]] void Fail(std::string message) { throw RenderError{std::move(message)}; }
 
 // ---------- Unicode helpers (Python's str semantics are per code point) ----------
+size_t CodePointLength(unsigned char lead) {
+  if (lead >= 0xF0) return 4;
+  if (lead >= 0xE0) return 3;
+  if (lead >= 0xC0) return 2;
+  return 1;
+}
+
 std::vector<std::string> CodePoints(std::string_view s) {
   std::vector<std::string> out;
   for (size_t i = 0; i < s.size();) {
@@ -59,24 +66,37 @@ bool PyIsSpace(int32_t c) {
   return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
 }
 
+// Python's str.strip family: whitespace by default, else any code point of `chars`.
 std::string Strip(std::string_view s, const Value* chars, bool left, bool right) {
-  const std::vector<std::string> cps = CodePoints(s);
-  std::vector<std::string> set;
-  if (chars && chars->is_string()) set = CodePoints(chars->text);
-  auto strip_it = [&](const std::string& cp) {
-    if (chars && chars->is_string()) return std::find(set.begin(), set.end(), cp) != set.end();
+  const bool custom = chars && chars->is_string();
+  auto strip_it = [&](std::string_view cp) {
+    if (custom) {
+      for (size_t i = 0; i < chars->text.size();) {
+        const size_t n = CodePointLength(static_cast<unsigned char>(chars->text[i]));
+        if (chars->text.compare(i, n, cp) == 0) return true;
+        i += n;
+      }
+      return false;
+    }
     return PyIsSpace(Decode(cp));
   };
-  size_t b = 0, e = cps.size();
+  size_t b = 0, e = s.size();
   if (left) {
-    while (b < e && strip_it(cps[b])) ++b;
+    while (b < e) {
+      const size_t n = std::min(CodePointLength(static_cast<unsigned char>(s[b])), e - b);
+      if (!strip_it(s.substr(b, n))) break;
+      b += n;
+    }
   }
   if (right) {
-    while (e > b && strip_it(cps[e - 1])) --e;
+    while (e > b) {
+      size_t start = e - 1;
+      while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+      if (!strip_it(s.substr(start, e - start))) break;
+      e = start;
+    }
   }
-  std::string out;
-  for (size_t i = b; i < e; ++i) out += cps[i];
-  return out;
+  return std::string(s.substr(b, e - b));
 }
 
 std::string MapCase(std::string_view s, bool upper) {
@@ -274,12 +294,20 @@ class Renderer {
         out += n.text;
         return;
       case NodeKind::kOutput:
-        out += Eval(*n.a[0]).Str();
+        if (const Value* v = EvalRef(*n.a[0])) {
+          if (v->is_string()) {
+            out += v->text;
+          } else {
+            out += v->Str();
+          }
+        } else {
+          out += Eval(*n.a[0]).Str();
+        }
         return;
       case NodeKind::kIf: {
         size_t i = 0;
         for (; i + 1 < n.children.size(); i += 2) {
-          if (Eval(*n.children[i]).Truthy()) {
+          if (Truthy(*n.children[i])) {
             Exec(*n.children[i + 1], out, flow);
             return;
           }
@@ -352,6 +380,57 @@ class Renderer {
  private:
   using Scope = std::unordered_map<std::string, Value>;
 
+  // The value a name / attribute / item chain refers to, without copying it; null when the
+  // expression is something else (or its base is undefined). Valid until the next mutation.
+  const Value* EvalRef(const Node& n) {
+    switch (n.kind) {
+      case NodeKind::kName: {
+        for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+          auto f = it->find(n.text);
+          if (f != it->end()) return &f->second;
+        }
+        if (globals_.kind == Value::Kind::kDict) {
+          for (const auto& [k, v] : *globals_.dict) {
+            if (k == n.text) return &v;
+          }
+        }
+        return nullptr;
+      }
+      case NodeKind::kAttr: {
+        const Value* obj = EvalRef(*n.a[0]);
+        if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
+        for (const auto& [k, v] : *obj->dict) {
+          if (k == n.text) return &v;
+        }
+        return nullptr;
+      }
+      case NodeKind::kItem: {
+        if (n.a[1]->kind != NodeKind::kLiteral) return nullptr;
+        const Value* obj = EvalRef(*n.a[0]);
+        const Value& key = n.a[1]->value;
+        if (obj == nullptr) return nullptr;
+        if (obj->kind == Value::Kind::kDict && key.is_string()) {
+          for (const auto& [k, v] : *obj->dict) {
+            if (k == key.text) return &v;
+          }
+        } else if (obj->kind == Value::Kind::kList && key.kind == Value::Kind::kInt) {
+          const int64_t i = NormalizeIndex(key.integer, obj->list->size());
+          if (i >= 0 && i < static_cast<int64_t>(obj->list->size())) return &(*obj->list)[i];
+        }
+        return nullptr;
+      }
+      case NodeKind::kLiteral:
+        return &n.value;
+      default:
+        return nullptr;
+    }
+  }
+
+  bool Truthy(const Node& n) {
+    if (const Value* v = EvalRef(n)) return v->Truthy();
+    return Eval(n).Truthy();
+  }
+
   Value Lookup(const std::string& name) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(name);
@@ -380,8 +459,11 @@ class Renderer {
       return;
     }
     const int64_t len = static_cast<int64_t>(items.size());
+    // One scope for the loop, emptied per iteration: assignments never outlive an iteration
+    // (as in Jinja2), and the map keeps its buckets.
+    scopes_.emplace_back();
     for (int64_t i = 0; i < len; ++i) {
-      scopes_.emplace_back();
+      scopes_.back().clear();
       Value loop = Value::MakeDict({{"index", Value::Int(i + 1)},
                                     {"index0", Value::Int(i)},
                                     {"revindex", Value::Int(len - i)},
@@ -390,16 +472,16 @@ class Renderer {
                                     {"last", Value::Bool(i == len - 1)},
                                     {"length", Value::Int(len)},
                                     {"depth", Value::Int(1)},
-                                    {"depth0", Value::Int(0)}});
-      loop.Set("previtem", i > 0 ? items[i - 1] : Value::Undefined());
-      loop.Set("nextitem", i + 1 < len ? items[i + 1] : Value::Undefined());
+                                    {"depth0", Value::Int(0)},
+                                    {"previtem", i > 0 ? items[i - 1] : Value::Undefined()},
+                                    {"nextitem", i + 1 < len ? items[i + 1] : Value::Undefined()}});
       scopes_.back()["loop"] = loop;
       Bind(n.names, items[i]);
       Flow f = Flow::kNormal;
       Exec(*n.a[2], out, f);
-      scopes_.pop_back();
       if (f == Flow::kBreak) break;
     }
+    scopes_.pop_back();
     (void)flow;
   }
 
@@ -484,8 +566,9 @@ class Renderer {
         return Value::Bool(n.negated ? !result : result);
       }
       case NodeKind::kUnary: {
+        if (n.text == "not") return Value::Bool(!Truthy(*n.a[0]));
         const Value v = Eval(*n.a[0]);
-        if (n.text == "not") return Value::Bool(!v.Truthy());
+        if (n.text == "not") return Value::Bool(!v.Truthy());  // (operand evaluated above)
         if (v.kind == Value::Kind::kInt) return Value::Int(n.text == "-" ? -v.integer : v.integer);
         if (v.kind == Value::Kind::kFloat)
           return Value::Float(n.text == "-" ? -v.number : v.number);
@@ -494,7 +577,7 @@ class Renderer {
       case NodeKind::kBinary:
         return EvalBinary(n);
       case NodeKind::kTernary: {
-        if (Eval(*n.a[1]).Truthy()) return Eval(*n.a[0]);
+        if (Truthy(*n.a[1])) return Eval(*n.a[0]);
         return n.a[2] ? Eval(*n.a[2]) : Value::Undefined();
       }
       default:
@@ -532,36 +615,54 @@ class Renderer {
 
   Value EvalBinary(const Node& n) {
     const std::string& op = n.text;
-    if (op == "and") {
-      Value l = Eval(*n.a[0]);
-      return l.Truthy() ? Eval(*n.a[1]) : l;
+    switch (n.op) {
+      case BinaryOp::kAnd: {
+        Value l = Eval(*n.a[0]);
+        return l.Truthy() ? Eval(*n.a[1]) : l;
+      }
+      case BinaryOp::kOr: {
+        Value l = Eval(*n.a[0]);
+        return l.Truthy() ? l : Eval(*n.a[1]);
+      }
+      default:
+        break;
     }
-    if (op == "or") {
-      Value l = Eval(*n.a[0]);
-      return l.Truthy() ? l : Eval(*n.a[1]);
-    }
-    const Value l = Eval(*n.a[0]);
+    Value l = Eval(*n.a[0]);
     const Value r = Eval(*n.a[1]);
-    if (op == "==") return Value::Bool(Equal(l, r));
-    if (op == "!=") return Value::Bool(!Equal(l, r));
-    if (op == "<") return Value::Bool(Compare(l, r) < 0);
-    if (op == ">") return Value::Bool(Compare(l, r) > 0);
-    if (op == "<=") return Value::Bool(Compare(l, r) <= 0);
-    if (op == ">=") return Value::Bool(Compare(l, r) >= 0);
-    if (op == "in" || op == "not in") {
-      const bool in = Contains(r, l);
-      return Value::Bool(op == "in" ? in : !in);
+    switch (n.op) {
+      case BinaryOp::kEq:
+        return Value::Bool(Equal(l, r));
+      case BinaryOp::kNe:
+        return Value::Bool(!Equal(l, r));
+      case BinaryOp::kLt:
+        return Value::Bool(Compare(l, r) < 0);
+      case BinaryOp::kGt:
+        return Value::Bool(Compare(l, r) > 0);
+      case BinaryOp::kLe:
+        return Value::Bool(Compare(l, r) <= 0);
+      case BinaryOp::kGe:
+        return Value::Bool(Compare(l, r) >= 0);
+      case BinaryOp::kIn:
+        return Value::Bool(Contains(r, l));
+      case BinaryOp::kNotIn:
+        return Value::Bool(!Contains(r, l));
+      case BinaryOp::kConcat:
+        return Value::String(l.Str() + r.Str());
+      default:
+        break;
     }
-    if (op == "~") return Value::String(l.Str() + r.Str());
-    if (op == "+") {
-      if (l.is_string() && r.is_string()) return Value::String(l.text + r.text);
+    if (n.op == BinaryOp::kAdd) {
+      if (l.is_string() && r.is_string()) {
+        l.text += r.text;  // `l` is our own copy: append in place
+        return l;
+      }
       if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
         List items = *l.list;
         items.insert(items.end(), r.list->begin(), r.list->end());
         return Value::MakeList(std::move(items));
       }
     }
-    if (op == "+" && (l.is_string() || l.kind == Value::Kind::kList)) {  // Python's wording
+    if (n.op == BinaryOp::kAdd && (l.is_string() || l.kind == Value::Kind::kList)) {
       Fail(fmt::format("can only concatenate {} (not \"{}\") to {}", KindName(l), KindName(r),
                        KindName(l)));
     }
