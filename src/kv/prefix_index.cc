@@ -133,7 +133,11 @@ void PrefixIndex::ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, c
 void PrefixIndex::ClearSlot(uint32_t slot) {
   WorkerBlocks& wb = slots_[slot];
   for (const auto& [engine_hash, seq] : wb.engine_to_seq) nodes_.Detach(seq, slot, kTierMask);
-  wb.engine_to_seq.clear();
+  // Erase entry by entry rather than clear(): clear() frees a large table, and a cleared
+  // worker (AllBlocksCleared, restart) fills up again at once.
+  for (auto it = wb.engine_to_seq.begin(); it != wb.engine_to_seq.end();) {
+    wb.engine_to_seq.erase(it++);
+  }
 }
 
 void PrefixIndex::ClearWorker(WorkerKey worker) {
