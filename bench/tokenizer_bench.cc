@@ -43,8 +43,6 @@ const std::vector<std::string>& Documents() {
   return docs;
 }
 
-std::map<std::string, double> g_ours_mb_s;
-
 void Encode(benchmark::State& state, const std::string& model) {
   std::unique_ptr<Tokenizer> tok;
   const std::string path =
@@ -73,27 +71,11 @@ BENCHMARK_CAPTURE(Encode, llama3_1, std::string("llama3_1"))
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2);
 
-class Reporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("bytes_per_second");
-      if (it == r.counters.end()) continue;
-      for (const char* model : {"qwen3", "llama3_1"}) {
-        if (r.run_name.str().find(model) != std::string::npos) {
-          g_ours_mb_s[model] = it->second.value / 1e6;
-        }
-      }
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  Reporter reporter;
+  kvgate::bench::CapturingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   // The reference, same documents, same machine, now.
   const std::string corpus = "/tmp/kvgate_tokenizer_bench_docs.txt";
@@ -111,7 +93,7 @@ int main(int argc, char** argv) {
     }
     double tokens_s = 0, mb_s = 0;
     std::sscanf(line.c_str(), "{\"tokens_per_s\":%lf,\"mb_per_s\":%lf}", &tokens_s, &mb_s);
-    const double ours = g_ours_mb_s[model];
+    const double ours = reporter.counter("Encode/" + model, "bytes_per_second") / 1e6;
     std::printf(
         "reference HF tokenizers %-9s %.2f MB/s (%.0f tokens/s); kvgate %.2f MB/s: ratio %.1fx\n",
         model.c_str(), mb_s, tokens_s, ours, mb_s > 0 ? ours / mb_s : 0);
