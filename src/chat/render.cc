@@ -384,18 +384,8 @@ class Renderer {
   // expression is something else (or its base is undefined). Valid until the next mutation.
   const Value* EvalRef(const Node& n) {
     switch (n.kind) {
-      case NodeKind::kName: {
-        for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-          auto f = it->find(n.text);
-          if (f != it->end()) return &f->second;
-        }
-        if (globals_.kind == Value::Kind::kDict) {
-          for (const auto& [k, v] : *globals_.dict) {
-            if (k == n.text) return &v;
-          }
-        }
-        return nullptr;
-      }
+      case NodeKind::kName:
+        return FindName(n.text);
       case NodeKind::kAttr: {
         const Value* obj = EvalRef(*n.a[0]);
         if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
@@ -431,14 +421,23 @@ class Renderer {
     return Eval(n).Truthy();
   }
 
-  Value Lookup(const std::string& name) const {
+  // Innermost scope first, then the template's variables; null when undefined.
+  const Value* FindName(const std::string& name) const {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto f = it->find(name);
-      if (f != it->end()) return f->second;
+      if (f != it->end()) return &f->second;
     }
-    Value v = globals_.Get(name);
-    if (v.defined()) return v;
-    return Value::Undefined();
+    if (globals_.kind == Value::Kind::kDict) {
+      for (const auto& [k, v] : *globals_.dict) {
+        if (k == name) return &v;
+      }
+    }
+    return nullptr;
+  }
+
+  Value Lookup(const std::string& name) const {
+    const Value* v = FindName(name);
+    return v ? *v : Value::Undefined();
   }
 
   void ExecFor(const Node& n, std::string& out, Flow& flow) {

@@ -357,7 +357,9 @@ class SequencePreTokenizer : public PreTokenizer {
   }
 };
 
-std::string StringField(const json::object& o, std::string_view key, std::string fallback = "") {
+}  // namespace
+
+std::string StringField(const json::object& o, std::string_view key, std::string fallback) {
   const json::value* v = o.if_contains(key);
   return v && v->is_string() ? std::string(v->as_string()) : fallback;
 }
@@ -366,6 +368,8 @@ bool BoolField(const json::object& o, std::string_view key, bool fallback) {
   return v && v->is_bool() ? v->as_bool() : fallback;
 }
 
+namespace {
+
 // A Split/Replace "pattern": {"Regex": "..."} or {"String": "..."}.
 Status ReadPattern(const json::object& o, std::unique_ptr<Regex>* regex, std::string* literal) {
   const json::value* pattern = o.if_contains("pattern");
@@ -373,6 +377,25 @@ Status ReadPattern(const json::object& o, std::unique_ptr<Regex>* regex, std::st
   const json::object& p = pattern->as_object();
   if (p.contains("Regex")) return Regex::Compile(StringField(p, "Regex"), regex);
   *literal = StringField(p, "String");
+  return Status::Ok();
+}
+
+// A split "behavior" (Split, Punctuation); Isolated when absent.
+Status ReadBehavior(const json::object& o, Behavior* out) {
+  const std::string behavior = StringField(o, "behavior", "Isolated");
+  if (behavior == "Isolated") {
+    *out = Behavior::kIsolated;
+  } else if (behavior == "Removed") {
+    *out = Behavior::kRemoved;
+  } else if (behavior == "MergedWithPrevious") {
+    *out = Behavior::kMergedWithPrevious;
+  } else if (behavior == "MergedWithNext") {
+    *out = Behavior::kMergedWithNext;
+  } else if (behavior == "Contiguous") {
+    *out = Behavior::kContiguous;
+  } else {
+    return Status::Error(fmt::format("unsupported split behavior '{}'", behavior));
+  }
   return Status::Ok();
 }
 
@@ -447,20 +470,7 @@ Status MakePreTokenizer(const json::value& config, std::unique_ptr<PreTokenizer>
   } else if (type == "Split") {
     auto split = std::make_unique<SplitPreTokenizer>();
     if (Status s = ReadPattern(o, &split->regex, &split->literal); !s.ok()) return s;
-    const std::string behavior = StringField(o, "behavior", "Isolated");
-    if (behavior == "Isolated") {
-      split->behavior = Behavior::kIsolated;
-    } else if (behavior == "Removed") {
-      split->behavior = Behavior::kRemoved;
-    } else if (behavior == "MergedWithPrevious") {
-      split->behavior = Behavior::kMergedWithPrevious;
-    } else if (behavior == "MergedWithNext") {
-      split->behavior = Behavior::kMergedWithNext;
-    } else if (behavior == "Contiguous") {
-      split->behavior = Behavior::kContiguous;
-    } else {
-      return Status::Error(fmt::format("unsupported Split behavior '{}'", behavior));
-    }
+    if (Status s = ReadBehavior(o, &split->behavior); !s.ok()) return s;
     split->invert = BoolField(o, "invert", false);
     *out = std::move(split);
   } else if (type == "ByteLevel") {
@@ -497,12 +507,7 @@ Status MakePreTokenizer(const json::value& config, std::unique_ptr<PreTokenizer>
   } else if (type == "Punctuation") {  // Unicode punctuation and every ASCII punctuation char
     auto split = std::make_unique<SplitPreTokenizer>();
     if (Status s = Regex::Compile("[\\p{P}!-/:-@\\[-`{-~]", &split->regex); !s.ok()) return s;
-    const std::string behavior = StringField(o, "behavior", "Isolated");
-    split->behavior = behavior == "Removed"              ? Behavior::kRemoved
-                      : behavior == "MergedWithPrevious" ? Behavior::kMergedWithPrevious
-                      : behavior == "MergedWithNext"     ? Behavior::kMergedWithNext
-                      : behavior == "Contiguous"         ? Behavior::kContiguous
-                                                         : Behavior::kIsolated;
+    if (Status s = ReadBehavior(o, &split->behavior); !s.ok()) return s;
     *out = std::move(split);
   } else if (type == "Digits") {
     auto d = std::make_unique<DigitsPreTokenizer>();

@@ -40,6 +40,11 @@ std::string BytesToByteLevel(std::string_view bytes);
 // Inverse; false if a char is outside the byte-level alphabet.
 bool ByteLevelToBytes(std::string_view text, std::string& out);
 
+// tokenizer.json fields: the value when it has the right type, else `fallback`.
+std::string StringField(const boost::json::object& o, std::string_view key,
+                        std::string fallback = "");
+bool BoolField(const boost::json::object& o, std::string_view key, bool fallback);
+
 // Valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view text);
 

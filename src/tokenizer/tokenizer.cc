@@ -36,15 +36,6 @@ struct DecoderStep {
   bool prepend = true;           // Metaspace: strip the leading space it added
 };
 
-std::string Str(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-bool Bool(const json::object& o, std::string_view key, bool fallback = false) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_bool() ? v->as_bool() : fallback;
-}
-
 bool IsWordChar(unsigned char c) { return std::isalnum(c) || c == '_' || c >= 0x80; }
 bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
@@ -64,7 +55,7 @@ struct Tokenizer::Impl {
   Status LoadPostProcessor(const json::value& v) {
     if (v.is_null()) return Status::Ok();
     const json::object& o = v.as_object();
-    const std::string type = Str(o, "type");
+    const std::string type = StringField(o, "type");
     if (type == "ByteLevel") return Status::Ok();  // offsets only; ids unchanged
     if (type == "Sequence") {
       const json::value* list = o.if_contains("processors");
@@ -97,7 +88,7 @@ struct Tokenizer::Impl {
       if (io.contains("Sequence")) {
         single_template.push_back({true, {}});
       } else if (const json::value* sp = io.if_contains("SpecialToken")) {
-        const std::string id = Str(sp->as_object(), "id");
+        const std::string id = StringField(sp->as_object(), "id");
         auto it = specials.find(id);
         if (it == specials.end()) {
           return Status::Error(fmt::format("template token '{}' has no ids", id));
@@ -111,7 +102,7 @@ struct Tokenizer::Impl {
   Status LoadDecoder(const json::value& v) {
     if (v.is_null()) return Status::Ok();
     const json::object& o = v.as_object();
-    const std::string type = Str(o, "type");
+    const std::string type = StringField(o, "type");
     if (type == "Sequence") {
       for (const json::value& d : o.at("decoders").as_array()) {
         if (Status s = LoadDecoder(d); !s.ok()) return s;
@@ -121,21 +112,22 @@ struct Tokenizer::Impl {
     } else if (type == "Replace") {
       const json::object& p = o.at("pattern").as_object();
       if (!p.contains("String")) return Status::Error("Replace decoder with a regex pattern");
-      decoders.push_back({DecoderKind::kReplace, Str(p, "String"), Str(o, "content")});
+      decoders.push_back(
+          {DecoderKind::kReplace, StringField(p, "String"), StringField(o, "content")});
     } else if (type == "ByteFallback") {
       decoders.push_back({DecoderKind::kByteFallback, {}, {}});
     } else if (type == "Fuse") {
       decoders.push_back({DecoderKind::kFuse, {}, {}});
     } else if (type == "Strip") {
-      DecoderStep s{DecoderKind::kStrip, {}, Str(o, "content")};
+      DecoderStep s{DecoderKind::kStrip, {}, StringField(o, "content")};
       s.start = static_cast<size_t>(o.at("start").to_number<int64_t>());
       s.stop = static_cast<size_t>(o.at("stop").to_number<int64_t>());
       decoders.push_back(s);
     } else if (type == "Metaspace") {
-      DecoderStep s{DecoderKind::kMetaspace, Str(o, "replacement"), " "};
+      DecoderStep s{DecoderKind::kMetaspace, StringField(o, "replacement"), " "};
       if (s.pattern.empty()) s.pattern = "\xE2\x96\x81";
-      const std::string scheme = Str(o, "prepend_scheme");
-      s.prepend = scheme.empty() ? Bool(o, "add_prefix_space", true) : scheme != "never";
+      const std::string scheme = StringField(o, "prepend_scheme");
+      s.prepend = scheme.empty() ? BoolField(o, "add_prefix_space", true) : scheme != "never";
       decoders.push_back(s);
     } else {
       return Status::Error(fmt::format("unsupported decoder '{}'", type));
@@ -322,8 +314,9 @@ Status Tokenizer::Load(const std::string& path, std::unique_ptr<Tokenizer>* out)
       return fail(s);
 
     const json::object& model = o.at("model").as_object();
-    if (Str(model, "type") != "BPE" && !(Str(model, "type").empty() && model.contains("merges"))) {
-      return fail(Status::Error(fmt::format("unsupported model '{}'", Str(model, "type"))));
+    if (StringField(model, "type") != "BPE" &&
+        !(StringField(model, "type").empty() && model.contains("merges"))) {
+      return fail(Status::Error(fmt::format("unsupported model '{}'", StringField(model, "type"))));
     }
     StringMap<uint32_t> vocab;
     for (const auto& [token, id] : model.at("vocab").as_object()) {
@@ -343,11 +336,11 @@ Status Tokenizer::Load(const std::string& path, std::unique_ptr<Tokenizer>* out)
       }
     }
     Bpe::Options options;
-    options.byte_fallback = Bool(model, "byte_fallback");
-    options.ignore_merges = Bool(model, "ignore_merges");
-    options.continuing_subword_prefix = Str(model, "continuing_subword_prefix");
-    options.end_of_word_suffix = Str(model, "end_of_word_suffix");
-    if (const std::string unk = Str(model, "unk_token"); !unk.empty()) {
+    options.byte_fallback = BoolField(model, "byte_fallback", false);
+    options.ignore_merges = BoolField(model, "ignore_merges", false);
+    options.continuing_subword_prefix = StringField(model, "continuing_subword_prefix");
+    options.end_of_word_suffix = StringField(model, "end_of_word_suffix");
+    if (const std::string unk = StringField(model, "unk_token"); !unk.empty()) {
       auto it = vocab.find(unk);
       if (it != vocab.end()) options.unk = it->second;
     }
@@ -360,10 +353,13 @@ Status Tokenizer::Load(const std::string& path, std::unique_ptr<Tokenizer>* out)
     if (const json::value* list = o.if_contains("added_tokens"); list && list->is_array()) {
       for (const json::value& v : list->as_array()) {
         const json::object& t = v.as_object();
-        AddedToken a{Str(t, "content"),    static_cast<uint32_t>(t.at("id").to_number<int64_t>()),
-                     Bool(t, "special"),   Bool(t, "lstrip"),
-                     Bool(t, "rstrip"),    Bool(t, "single_word"),
-                     Bool(t, "normalized")};
+        AddedToken a{StringField(t, "content"),
+                     static_cast<uint32_t>(t.at("id").to_number<int64_t>()),
+                     BoolField(t, "special", false),
+                     BoolField(t, "lstrip", false),
+                     BoolField(t, "rstrip", false),
+                     BoolField(t, "single_word", false),
+                     BoolField(t, "normalized", false)};
         if (a.content.empty()) continue;
         impl->added_by_id[a.id] = impl->added.size();
         impl->added_by_first_byte[static_cast<unsigned char>(a.content[0])].push_back(
