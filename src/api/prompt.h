@@ -1,0 +1,38 @@
+// The prompt token ids of an OpenAI / SGLang request, computed the way the engine does:
+// chat renders the template and tokenizes without adding special tokens (the template
+// placed them); completions tokenize text with special tokens; token-id prompts are used
+// as they are. The gateway hashes these ids to route; the mocker serves them.
+#pragma once
+
+#include <boost/json/fwd.hpp>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvgate::chat {
+class ChatTemplate;
+}
+namespace kvgate::tokenizer {
+class Tokenizer;
+}
+
+namespace kvgate::api {
+
+enum class Api : uint8_t { kChat, kCompletions, kGenerate };
+
+// Without a tokenizer, text is its UTF-8 bytes as ids; without a template, chat is a fixed
+// plain format ("<|role|>\ncontent\n" per message, then "<|assistant|>\n"). Both sides of
+// a test setup without a model dir therefore still agree.
+struct PromptModel {
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  const chat::ChatTemplate* chat_template = nullptr;
+};
+
+// Fails (the message is a 400 for the client) on a missing or ill-typed prompt field, an
+// invalid token id, invalid UTF-8 or a template error. An empty prompt is not an error here.
+Status PromptTokens(Api api, const boost::json::value& body, const PromptModel& model,
+                    std::vector<uint32_t>* ids);
+
+}  // namespace kvgate::api

@@ -1,0 +1,39 @@
+// Splits a server-sent-events byte stream, arriving in arbitrary pieces, into whole events
+// (the text before each blank line), so a proxy can look at one event at a time.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace kvgate::api {
+
+class SseSplitter {
+ public:
+  // Appends `bytes` and calls `on_event(event_text)` for every event it completes; the
+  // event text excludes its terminating blank line.
+  template <typename OnEvent>
+  void Feed(std::string_view bytes, OnEvent&& on_event) {
+    pending_.append(bytes);
+    size_t begin = 0;
+    for (;;) {
+      const size_t end = FindEventEnd(begin);
+      if (end == std::string::npos) break;
+      on_event(std::string_view(pending_).substr(begin, end - begin));
+      begin = end + SeparatorLength(end);
+    }
+    pending_.erase(0, begin);
+  }
+  // Bytes of an event that has not ended yet.
+  std::string_view pending() const { return pending_; }
+
+ private:
+  size_t FindEventEnd(size_t from) const;
+  size_t SeparatorLength(size_t at) const;
+  std::string pending_;
+};
+
+// The payload of an event's `data:` lines joined by '\n' (per the SSE spec); empty when
+// the event has none.
+std::string SseData(std::string_view event);
+
+}  // namespace kvgate::api

@@ -1,0 +1,76 @@
+#include "engines/engines.h"
+
+#include <boost/json.hpp>
+
+namespace kvgate::engines {
+namespace {
+
+namespace json = boost::json;
+
+std::optional<uint64_t> Count(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_number()) return std::nullopt;
+  if (v->is_int64() && v->as_int64() >= 0) return static_cast<uint64_t>(v->as_int64());
+  if (v->is_uint64()) return v->as_uint64();
+  return std::nullopt;
+}
+
+// Moves `key` (and its start field) out of `o` into `holder`.
+bool TakeFrom(json::object& o, std::string_view start_key, json::value& holder, uint64_t* start) {
+  auto it = o.find("routed_experts");
+  if (it == o.end()) return false;
+  holder = std::move(it->value());
+  o.erase(it);
+  if (auto s = Count(o, start_key)) *start = *s;
+  o.erase(start_key);
+  return true;
+}
+
+}  // namespace
+
+std::optional<EngineKind> ParseEngineKind(std::string_view name) {
+  if (name == "vllm") return EngineKind::kVllm;
+  if (name == "sglang") return EngineKind::kSglang;
+  return std::nullopt;
+}
+
+std::string_view EngineName(EngineKind kind) {
+  return kind == EngineKind::kVllm ? "vllm" : "sglang";
+}
+
+void AskForRoutedExperts(EngineKind kind, uint64_t start, json::object& body) {
+  body["return_routed_experts"] = true;
+  if (start == 0) return;
+  body[kind == EngineKind::kVllm ? "routed_experts_prompt_start" : "routed_experts_start_len"] =
+      start;
+}
+
+bool TakeRoutedExperts(json::object& response, json::value& holder, uint64_t* start) {
+  *start = 0;
+  bool found = false;
+  if (json::value* choices = response.if_contains("choices"); choices && choices->is_array()) {
+    for (json::value& c : choices->as_array()) {
+      if (json::object* co = c.if_object()) {
+        found = TakeFrom(*co, "routed_experts_prompt_start", holder, start) || found;
+      }
+    }
+  }
+  for (std::string_view ext : {"sglext", "meta_info"}) {
+    json::value* e = response.if_contains(ext);
+    if (e == nullptr || !e->is_object()) continue;
+    found = TakeFrom(e->as_object(), "routed_experts_start_len", holder, start) || found;
+    if (ext == "sglext" && e->as_object().empty()) response.erase(ext);
+  }
+  return found;
+}
+
+void ReadTokenCounts(const json::object& response, TokenCounts* counts) {
+  for (std::string_view holder : {"usage", "meta_info"}) {
+    const json::value* u = response.if_contains(holder);
+    if (u == nullptr || !u->is_object()) continue;
+    if (auto p = Count(u->as_object(), "prompt_tokens")) counts->prompt = p;
+    if (auto c = Count(u->as_object(), "completion_tokens")) counts->completion = c;
+  }
+}
+
+}  // namespace kvgate::engines

@@ -1,0 +1,175 @@
+#include "gateway/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/json.hpp>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace kvgate::gateway {
+namespace {
+
+// A section's known keys and how to read each; anything else is an error naming it.
+using Readers = std::map<std::string, std::function<void(const YAML::Node&)>>;
+
+void ReadSection(const YAML::Node& node, const std::string& where, const Readers& readers) {
+  if (!node.IsMap()) throw std::runtime_error(fmt::format("'{}' must be a mapping", where));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    auto it = readers.find(key);
+    if (it == readers.end()) {
+      throw std::runtime_error(fmt::format("unknown key '{}{}'", where.empty() ? "" : where + ".",
+                                           key));
+    }
+    it->second(kv.second);
+  }
+}
+
+template <typename T>
+std::function<void(const YAML::Node&)> Into(T& field) {
+  return [&field](const YAML::Node& n) { field = n.as<T>(); };
+}
+
+std::function<void(const YAML::Node&)> Millis(std::chrono::milliseconds& field) {
+  return [&field](const YAML::Node& n) { field = std::chrono::milliseconds(n.as<int64_t>()); };
+}
+
+std::function<void(const YAML::Node&)> Engine(engines::EngineKind& field) {
+  return [&field](const YAML::Node& n) {
+    auto kind = engines::ParseEngineKind(n.as<std::string>());
+    if (!kind) throw std::runtime_error("engine must be vllm or sglang");
+    field = *kind;
+  };
+}
+
+void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
+  ReadSection(
+      root, "",
+      {{"listen",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "listen",
+                      {{"host", Into(c.host)},
+                       {"port", Into(c.port)},
+                       {"threads", Into(c.threads)},
+                       {"client_threads", Into(c.client_threads)}});
+        }},
+       {"model",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "model",
+                      {{"names", Into(c.models)},
+                       {"lora_adapters", Into(c.lora_adapters)},
+                       {"dir", Into(c.model_dir)},
+                       {"moe_layers", Into(c.moe_layers)},
+                       {"moe_top_k", Into(c.moe_top_k)}});
+        }},
+       {"block_size", Into(c.block_size)},
+       {"workers",
+        [&](const YAML::Node& n) {
+          if (!n.IsSequence()) throw std::runtime_error("'workers' must be a list");
+          for (const YAML::Node& w : n) {
+            WorkerConfig wc;
+            ReadSection(w, "workers[]",
+                        {{"url", Into(wc.url)},
+                         {"engine", Engine(wc.engine)},
+                         {"kv_events", Into(wc.kv_events)},
+                         {"kv_replay", Into(wc.kv_replay)},
+                         {"dp_size", Into(wc.dp_size)}});
+            c.workers.push_back(std::move(wc));
+          }
+        }},
+       {"mock_workers",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "mock_workers",
+                      {{"count", Into(c.mock.count)},
+                       {"engine", Engine(c.mock.engine)},
+                       {"num_blocks", Into(c.mock.num_blocks)},
+                       {"speedup", Into(c.mock.speedup)},
+                       {"moe_experts", Into(c.mock.moe_experts)}});
+        }},
+       {"routing",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "routing",
+                      {{"policy",
+                        [&](const YAML::Node& p) {
+                          auto policy = routing::ParsePolicy(p.as<std::string>());
+                          if (!policy) throw std::runtime_error("unknown routing.policy");
+                          c.routing.policy = *policy;
+                        }},
+                       {"prefill_weight", Into(c.routing.kv.prefill_weight)},
+                       {"request_weight", Into(c.routing.kv.request_weight)},
+                       {"temperature", Into(c.routing.kv.temperature)},
+                       {"seed", Into(c.routing.seed)}});
+        }},
+       {"limits",
+        [&](const YAML::Node& n) {
+          LimitsConfig& l = c.limits;
+          ReadSection(n, "limits",
+                      {{"max_body_bytes", Into(l.max_body_bytes)},
+                       {"max_in_flight", Into(l.max_in_flight)},
+                       {"connect_timeout_ms", Millis(l.connect_timeout)},
+                       {"first_byte_timeout_ms", Millis(l.first_byte_timeout)},
+                       {"idle_timeout_ms", Millis(l.idle_timeout)},
+                       {"health_interval_ms", Millis(l.health_interval)},
+                       {"unhealthy_after", Into(l.unhealthy_after)},
+                       {"shutdown_grace_ms", Millis(l.shutdown_grace)}});
+        }},
+       {"api_keys", Into(c.api_keys)},
+       {"api_keys_file", Into(c.api_keys_file)}});
+}
+
+std::optional<uint32_t> JsonCount(const boost::json::object& o, std::string_view key) {
+  const boost::json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_int64() || v->as_int64() <= 0) return std::nullopt;
+  return static_cast<uint32_t>(v->as_int64());
+}
+
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, GatewayConfig* config) {
+  try {
+    ReadConfig(YAML::LoadFile(path), *config);
+  } catch (const std::exception& e) {
+    return Status::Error(fmt::format("{}: {}", path, e.what()));
+  }
+  return Status::Ok();
+}
+
+Status FinishConfig(GatewayConfig* c) {
+  if (!c->api_keys_file.empty()) {
+    std::ifstream in(c->api_keys_file);
+    if (!in) return Status::Error(fmt::format("cannot read {}", c->api_keys_file));
+    for (std::string line; std::getline(in, line);) {
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      if (!line.empty() && line[0] != '#') c->api_keys.push_back(line);
+    }
+  }
+  if (!c->model_dir.empty() && (c->moe_layers == 0 || c->moe_top_k == 0)) {
+    std::ifstream in(c->model_dir + "/config.json");
+    if (in) {
+      std::stringstream text;
+      text << in.rdbuf();
+      boost::system::error_code ec;
+      boost::json::value v = boost::json::parse(text.str(), ec);
+      if (!ec && v.is_object()) {
+        const auto& o = v.as_object();
+        if (c->moe_layers == 0) c->moe_layers = JsonCount(o, "num_hidden_layers").value_or(0);
+        if (c->moe_top_k == 0) c->moe_top_k = JsonCount(o, "num_experts_per_tok").value_or(0);
+      }
+    }
+  }
+  if (c->models.empty()) c->models.push_back("kvgate-mock");
+  if (c->block_size == 0) return Status::Error("block_size must be positive");
+  if (c->workers.empty() && c->mock.count == 0) {
+    return Status::Error("no workers: list them in the config or use --mock-workers N");
+  }
+  for (const WorkerConfig& w : c->workers) {
+    if (w.url.empty()) return Status::Error("every worker needs a url");
+    if (w.dp_size == 0) return Status::Error("dp_size must be positive");
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,77 @@
+// Everything `kvgate serve` is told: from a YAML file (--config) with flags on top.
+// Unknown YAML keys are an error, so a typo cannot silently fall back to a default.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engines/engines.h"
+#include "routing/router.h"
+
+namespace kvgate::gateway {
+
+struct WorkerConfig {
+  std::string url;  // http://host:port of the engine's HTTP server
+  engines::EngineKind engine = engines::EngineKind::kVllm;
+  std::string kv_events;  // ZMQ PUB endpoint; empty: route on load alone for this worker
+  std::string kv_replay;  // ZMQ ROUTER endpoint; empty: gaps cannot be repaired
+  uint32_t dp_size = 1;   // data-parallel ranks behind this URL (each is routed to alone)
+};
+
+// Simulated engines started in-process (`--mock-workers N`).
+struct MockWorkersConfig {
+  uint32_t count = 0;
+  engines::EngineKind engine = engines::EngineKind::kVllm;
+  uint32_t num_blocks = 16384;
+  double speedup = 1.0;
+  // MoE shape the mock model routes with (also the shape of its routed experts).
+  uint32_t moe_experts = 64;
+};
+
+struct LimitsConfig {
+  size_t max_body_bytes = 32u << 20;
+  uint32_t max_in_flight = 4096;  // more concurrent requests get 429
+  std::chrono::milliseconds connect_timeout{2000};
+  std::chrono::milliseconds first_byte_timeout{300'000};
+  std::chrono::milliseconds idle_timeout{300'000};
+  std::chrono::milliseconds health_interval{1000};
+  uint32_t unhealthy_after = 3;  // consecutive failed health checks or requests
+  std::chrono::seconds client_header_timeout{30};
+  std::chrono::seconds client_idle_timeout{120};
+  std::chrono::milliseconds shutdown_grace{10'000};
+};
+
+struct GatewayConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8000;
+  int threads = 2;         // HTTP server threads
+  int client_threads = 1;  // upstream client threads
+
+  // Served model names (the first is the default); LoRA adapter names also accepted as
+  // `model`, and they seed the block hashes.
+  std::vector<std::string> models;
+  std::vector<std::string> lora_adapters;
+  std::string model_dir;  // tokenizer.json, tokenizer_config.json, config.json
+  uint32_t moe_layers = 0;  // from config.json when 0
+  uint32_t moe_top_k = 0;
+
+  uint32_t block_size = 16;
+  std::vector<WorkerConfig> workers;
+  MockWorkersConfig mock;
+  routing::RouterConfig routing;
+  LimitsConfig limits;
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;  // one key per line
+};
+
+// Reads a YAML config into `config` (fields it does not mention keep their values).
+Status LoadConfigFile(const std::string& path, GatewayConfig* config);
+
+// Resolves what depends on several fields: API keys from the file, MoE shape from
+// config.json, the default model name. Call after flags were applied.
+Status FinishConfig(GatewayConfig* config);
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,39 @@
+// The gateway's own counters and histograms; gauges that mirror other components' state
+// (load, health, KV event streams, index size) are read when /metrics is scraped.
+#pragma once
+
+#include "gateway/metrics.h"
+
+namespace kvgate::gateway {
+
+struct GatewayMetrics {
+  CounterFamily requests{"kvgate_requests_total", "Client requests by route and HTTP status.",
+                         {"route", "status"}};
+  HistogramFamily request_seconds{"kvgate_request_duration_seconds",
+                                  "Time from request received to response complete.",
+                                  {"route"},
+                                  LatencyBuckets()};
+  HistogramFamily ttft_seconds{"kvgate_time_to_first_token_seconds",
+                               "Time from request received to the first response byte.",
+                               {"route"},
+                               LatencyBuckets()};
+  CounterFamily routed{"kvgate_routing_decisions_total", "Requests routed, by worker.",
+                       {"worker"}};
+  CounterFamily predicted_blocks{"kvgate_predicted_overlap_blocks_total",
+                                 "Cached prefix blocks the router predicted, by worker.",
+                                 {"worker"}};
+  CounterFamily prompt_blocks{"kvgate_routed_prompt_blocks_total",
+                              "Full prompt blocks of routed requests.",
+                              {}};
+  CounterFamily retries{"kvgate_upstream_retries_total",
+                        "Requests retried on another worker before any byte reached the client.",
+                        {}};
+  CounterFamily upstream_errors{"kvgate_upstream_errors_total",
+                                "Failed upstream attempts (connect, timeout, 5xx, cut short).",
+                                {"worker"}};
+  CounterFamily experts_invalid{"kvgate_routed_experts_invalid_total",
+                                "Responses whose routed experts were missing or malformed.",
+                                {}};
+};
+
+}  // namespace kvgate::gateway

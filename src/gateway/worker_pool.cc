@@ -1,0 +1,122 @@
+#include "gateway/worker_pool.h"
+
+#include "common/log.h"
+
+namespace kvgate::gateway {
+namespace {
+
+// A health check: healthy when the worker answers GET /health with 200 in time.
+class HealthProbe : public http::ResponseSink {
+ public:
+  HealthProbe(WorkerPool& pool, uint32_t id) : pool_(pool), id_(id) {}
+  void OnHeaders(int status, std::string_view) override { status_ = status; }
+  void OnBody(std::string_view) override {}
+  void OnDone(const Status& s) override {
+    if (s.ok() && status_ == 200) {
+      pool_.ReportSuccess(id_);
+    } else {
+      pool_.ReportFailure(id_, s.ok() ? fmt::format("health check status {}", status_)
+                                      : s.message());
+    }
+  }
+
+ private:
+  WorkerPool& pool_;
+  const uint32_t id_;
+  int status_ = 0;
+};
+
+}  // namespace
+
+WorkerPool::WorkerPool(routing::Router& router, events::Subscriber& subscriber,
+                       http::Client& client, const LimitsConfig& limits)
+    : router_(router), subscriber_(subscriber), client_(client), limits_(limits) {}
+
+WorkerPool::~WorkerPool() {
+  {
+    std::lock_guard lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (health_thread_.joinable()) health_thread_.join();
+}
+
+Status WorkerPool::Add(const WorkerConfig& config) {
+  auto w = std::make_unique<Worker>();
+  w->id = static_cast<uint32_t>(workers_.size());
+  w->config = config;
+  if (Status s = http::ParseBaseUrl(config.url, &w->endpoint); !s.ok()) return s;
+  for (uint32_t rank = 0; rank < config.dp_size; ++rank) router_.AddWorker({w->id, rank});
+  if (!config.kv_events.empty()) {
+    subscriber_.AddWorker({w->id, config.kv_events, config.kv_replay});
+  }
+  workers_.push_back(std::move(w));
+  health_.push_back(std::make_unique<Health>());
+  return Status::Ok();
+}
+
+bool WorkerPool::healthy(uint32_t id) const { return health_[id]->healthy; }
+
+size_t WorkerPool::healthy_count() const {
+  size_t n = 0;
+  for (const auto& h : health_) n += h->healthy ? 1 : 0;
+  return n;
+}
+
+void WorkerPool::ReportSuccess(uint32_t id) {
+  health_[id]->failures = 0;
+  if (!health_[id]->healthy) SetHealthy(id, true);
+}
+
+void WorkerPool::ReportFailure(uint32_t id, std::string_view why) {
+  const uint32_t failures = ++health_[id]->failures;
+  if (failures >= limits_.unhealthy_after && health_[id]->healthy) {
+    Log(LogLevel::kWarn, "worker {} ({}) is unhealthy after {} failures: {}", id,
+        workers_[id]->config.url, failures, why);
+    SetHealthy(id, false);
+  }
+}
+
+void WorkerPool::SetHealthy(uint32_t id, bool healthy) {
+  std::lock_guard lock(transition_mu_);
+  if (health_[id]->healthy == healthy) return;
+  health_[id]->healthy = healthy;
+  const Worker& w = *workers_[id];
+  for (uint32_t rank = 0; rank < w.config.dp_size; ++rank) {
+    if (healthy) {
+      router_.AddWorker({id, rank});
+    } else {
+      router_.DrainWorker({id, rank});
+    }
+  }
+  if (!w.config.kv_events.empty()) {
+    // Down: its blocks leave the index. Back: a fresh stream rebuilds them from events.
+    if (healthy) {
+      subscriber_.AddWorker({id, w.config.kv_events, w.config.kv_replay});
+    } else {
+      subscriber_.RemoveWorker(id);
+    }
+  }
+  if (healthy) Log(LogLevel::kInfo, "worker {} ({}) is healthy again", id, w.config.url);
+}
+
+void WorkerPool::StartHealthChecks() {
+  health_thread_ = std::thread([this] { HealthLoop(); });
+}
+
+void WorkerPool::HealthLoop() {
+  std::unique_lock lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, limits_.health_interval, [this] { return stop_; })) {
+    for (const auto& w : workers_) {
+      http::ClientRequest probe;
+      probe.method = "GET";
+      probe.target = "/health";
+      probe.timeouts.connect = limits_.connect_timeout;
+      probe.timeouts.first_byte = limits_.health_interval;
+      probe.timeouts.idle = limits_.health_interval;
+      client_.Fetch(w->endpoint, std::move(probe), std::make_shared<HealthProbe>(*this, w->id));
+    }
+  }
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,203 @@
+// One coroutine per fetch: take a pooled connection (or connect), write the request, read
+// the header under the first-byte timeout, then hand the body to the sink read by read.
+#include "http/client.h"
+
+#include <fmt/format.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast.hpp>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace kvgate::http {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using asio::awaitable;
+constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
+
+struct Connection {
+  explicit Connection(asio::any_io_executor ex) : stream(ex) {}
+  beast::tcp_stream stream;
+  beast::flat_buffer buffer;
+};
+
+bool IsStaleConnectionError(const beast::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == bhttp::error::partial_message;
+}
+
+}  // namespace
+
+Status ParseBaseUrl(std::string_view url, Endpoint* out) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.substr(0, kScheme.size()) != kScheme) {
+    return Status::Error(fmt::format("'{}': only http:// URLs are supported", url));
+  }
+  std::string_view rest = url.substr(kScheme.size());
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  if (rest.empty() || rest.find('/') != std::string_view::npos) {
+    return Status::Error(fmt::format("'{}': expected http://host[:port]", url));
+  }
+  Endpoint e;
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || rest.back() == ']') {
+    e.host = std::string(rest);
+  } else {
+    e.host = std::string(rest.substr(0, colon));
+    const std::string port(rest.substr(colon + 1));
+    char* end = nullptr;
+    const long p = std::strtol(port.c_str(), &end, 10);
+    if (port.empty() || *end != '\0' || p < 1 || p > 65535) {
+      return Status::Error(fmt::format("'{}': bad port", url));
+    }
+    e.port = static_cast<uint16_t>(p);
+  }
+  if (e.host.size() > 2 && e.host.front() == '[') e.host = e.host.substr(1, e.host.size() - 2);
+  *out = std::move(e);
+  return Status::Ok();
+}
+
+struct Client::Impl {
+  ClientOptions options;
+  asio::io_context ioc;
+  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
+  std::vector<std::thread> threads;
+  std::mutex mu;  // guards idle
+  std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
+
+  std::unique_ptr<Connection> TakeIdle(const std::string& key) {
+    std::lock_guard lock(mu);
+    auto it = idle.find(key);
+    if (it == idle.end() || it->second.empty()) return nullptr;
+    auto c = std::move(it->second.back());
+    it->second.pop_back();
+    return c;
+  }
+
+  void ReturnIdle(const std::string& key, std::unique_ptr<Connection> c) {
+    std::lock_guard lock(mu);
+    auto& list = idle[key];
+    if (list.size() < options.max_idle_per_endpoint) list.push_back(std::move(c));
+  }
+
+  awaitable<beast::error_code> Connect(Connection& c, const Endpoint& e,
+                                       std::chrono::milliseconds timeout) {
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(e.host, ec);
+    c.stream.expires_after(timeout);
+    if (!ec) {
+      auto [cec] = co_await c.stream.async_connect(tcp::endpoint(address, e.port), kNoThrow);
+      if (!cec) c.stream.socket().set_option(tcp::no_delay(true), cec);
+      co_return cec;
+    }
+    tcp::resolver resolver(c.stream.get_executor());
+    auto [rec, results] = co_await resolver.async_resolve(e.host, std::to_string(e.port), kNoThrow);
+    if (rec) co_return rec;
+    auto [cec, ep] = co_await c.stream.async_connect(results, kNoThrow);
+    if (!cec) c.stream.socket().set_option(tcp::no_delay(true), cec);
+    co_return cec;
+  }
+
+  awaitable<void> Run(Endpoint endpoint, ClientRequest request,
+                      std::shared_ptr<ResponseSink> sink) {
+    const std::string key = endpoint.key();
+    bhttp::request<bhttp::string_body> msg{
+        bhttp::string_to_verb(request.method), request.target, 11};
+    msg.set(bhttp::field::host, key);
+    msg.set(bhttp::field::user_agent, "kvgate");
+    if (!request.body.empty() || request.method == "POST") {
+      msg.set(bhttp::field::content_type, request.content_type);
+    }
+    for (auto& [name, value] : request.headers) msg.set(name, value);
+    msg.keep_alive(true);
+    msg.body() = std::move(request.body);
+    msg.prepare_payload();
+
+    for (int attempt = 0;; ++attempt) {
+      std::unique_ptr<Connection> conn = attempt == 0 ? TakeIdle(key) : nullptr;
+      const bool reused = conn != nullptr;
+      if (!conn) {
+        conn = std::make_unique<Connection>(ioc.get_executor());
+        if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
+          sink->OnDone(Status::Error(fmt::format("connect to {}: {}", key,
+                                                 ec == beast::error::timeout
+                                                     ? std::string("timed out")
+                                                     : ec.message())));
+          co_return;
+        }
+      }
+      conn->stream.expires_after(request.timeouts.first_byte);
+      auto [wec, wn] = co_await bhttp::async_write(conn->stream, msg, kNoThrow);
+      bhttp::response_parser<bhttp::string_body> parser;
+      parser.body_limit(boost::none);
+      beast::error_code ec = wec;
+      if (!ec) {
+        auto [hec, hn] = co_await bhttp::async_read_header(conn->stream, conn->buffer, parser,
+                                                           kNoThrow);
+        ec = hec;
+      }
+      if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
+      if (ec) {
+        sink->OnDone(Status::Error(
+            fmt::format("{} from {}: {}", ec == beast::error::timeout ? "no response" : "request",
+                        key, ec == beast::error::timeout ? "timed out" : ec.message())));
+        co_return;
+      }
+      auto& header = parser.get();
+      sink->OnHeaders(static_cast<int>(header.result_int()),
+                      std::string_view(header[bhttp::field::content_type]));
+      while (!parser.is_done()) {
+        if (sink->Cancelled()) {
+          sink->OnDone(Status::Error("cancelled"));
+          co_return;  // the connection is dropped, which aborts the upstream request
+        }
+        conn->stream.expires_after(request.timeouts.idle);
+        auto [rec, rn] = co_await bhttp::async_read_some(conn->stream, conn->buffer, parser,
+                                                         kNoThrow);
+        if (rec) {
+          sink->OnDone(Status::Error(fmt::format(
+              "response from {} cut short: {}", key,
+              rec == beast::error::timeout ? std::string("timed out") : rec.message())));
+          co_return;
+        }
+        if (!parser.get().body().empty()) {
+          std::string data = std::exchange(parser.get().body(), std::string());
+          sink->OnBody(data);
+        }
+      }
+      if (!parser.get().body().empty()) sink->OnBody(parser.get().body());
+      const bool keep = parser.get().keep_alive();
+      conn->stream.expires_never();
+      if (keep) ReturnIdle(key, std::move(conn));
+      sink->OnDone(Status::Ok());
+      co_return;
+    }
+  }
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  for (int i = 0; i < std::max(1, options.threads); ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  }
+}
+
+Client::~Client() {
+  impl_->work.reset();
+  impl_->ioc.stop();
+  for (auto& t : impl_->threads) t.join();
+}
+
+void Client::Fetch(const Endpoint& endpoint, ClientRequest request,
+                   std::shared_ptr<ResponseSink> sink) {
+  asio::co_spawn(impl_->ioc, impl_->Run(endpoint, std::move(request), std::move(sink)),
+                 asio::detached);
+}
+
+}  // namespace kvgate::http

@@ -1,0 +1,78 @@
+// An HTTP/1.1 client for upstream engines (Boost.Beast inside; nothing of it here):
+// per-endpoint pools of keep-alive connections, connect / first-byte / idle timeouts, and
+// response bodies delivered to a sink as they arrive, so SSE streams pass straight through.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace kvgate::http {
+
+// Where an upstream lives: from a base URL such as "http://127.0.0.1:8001".
+struct Endpoint {
+  std::string host;
+  uint16_t port = 80;
+  std::string key() const { return host + ':' + std::to_string(port); }
+};
+// Accepts "http://host[:port][/]" (no TLS, no path prefix).
+Status ParseBaseUrl(std::string_view url, Endpoint* out);
+
+struct ClientTimeouts {
+  std::chrono::milliseconds connect{2000};
+  std::chrono::milliseconds first_byte{300'000};  // until the response headers arrive
+  std::chrono::milliseconds idle{300'000};        // between two reads of the body
+};
+
+struct ClientRequest {
+  std::string method = "POST";
+  std::string target;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  ClientTimeouts timeouts;
+};
+
+// Receives one response. Calls come from client threads, in this order: OnHeaders at most
+// once, OnBody zero or more times (de-chunked body bytes), then OnDone exactly once.
+// OnDone's status is ok when the whole body arrived.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  virtual void OnHeaders(int status, std::string_view content_type) = 0;
+  virtual void OnBody(std::string_view data) = 0;
+  virtual void OnDone(const Status& status) = 0;
+  // Polled between reads: true abandons the response (the connection is closed, OnDone
+  // still comes with an error).
+  virtual bool Cancelled() const { return false; }
+};
+
+struct ClientOptions {
+  int threads = 1;
+  size_t max_idle_per_endpoint = 256;
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  // Stops. Fetches still in flight are abandoned: their sinks are released without OnDone.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Starts one request. A pooled connection the server closed while idle is replaced
+  // transparently (the request has not been seen by then).
+  void Fetch(const Endpoint& endpoint, ClientRequest request, std::shared_ptr<ResponseSink> sink);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kvgate::http
