@@ -50,6 +50,12 @@ void StreamState::OnReplayEnd() {
   }
 }
 
+void StreamState::CatchUp() {
+  if (!replay_available_ || replaying_) return;
+  replaying_ = true;  // not counted as a replay: nothing is known to be missing
+  actions_.RequestReplay(last_ ? *last_ + 1 : 0);
+}
+
 void StreamState::ApplyInOrder(uint64_t seq, std::string_view payload, bool replayed) {
   const uint64_t expected = last_ ? *last_ + 1 : 0;
   if (seq > expected && last_) counters_.lost_batches += seq - expected;

@@ -39,6 +39,10 @@ class StreamState {
   void OnReplay(uint64_t seq, std::string_view payload);
   // The end marker arrived, or the replay timed out: continue with the buffered batches.
   void OnReplayEnd();
+  // On (re)subscribing: ask for what the engine published before the subscription took
+  // effect. A ZMQ subscriber misses everything sent before it joined, and with no later
+  // batch to reveal the gap, an idle engine's cache would stay unknown.
+  void CatchUp();
 
   bool replaying() const { return replaying_; }
   std::optional<uint64_t> last_applied() const { return last_; }

@@ -33,6 +33,10 @@ class Subscriber::Stream : public StreamActions {
       dealer_.emplace(owner.zmq_->context, zmq::socket_type::dealer);
       Configure(*dealer_);
       dealer_->connect(endpoints.replay);
+      CatchUp();
+      // Once more when the subscription has surely taken effect, unless a live batch
+      // arrived by then (which reveals any gap by itself).
+      second_catch_up_ = Clock::now() + std::chrono::seconds(1);
     }
   }
 
@@ -50,6 +54,7 @@ class Subscriber::Stream : public StreamActions {
       BadFrames(frames.size());
       return;
     }
+    second_catch_up_ = {};
     state_.OnLive(seq, frames[2].to_string_view());
     if (state_.replaying() && replay_deadline_ == TimePoint{}) {
       replay_deadline_ = Clock::now() + owner_.options_.replay_timeout;
@@ -73,7 +78,16 @@ class Subscriber::Stream : public StreamActions {
     state_.OnReplay(seq, frames[n - 1].to_string_view());
   }
 
-  void CheckReplayTimeout(std::chrono::steady_clock::time_point now) {
+  void CatchUp() {
+    state_.CatchUp();
+    if (state_.replaying()) replay_deadline_ = Clock::now() + owner_.options_.replay_timeout;
+  }
+
+  void CheckTimers(std::chrono::steady_clock::time_point now) {
+    if (second_catch_up_ != TimePoint{} && now >= second_catch_up_ && !state_.replaying()) {
+      second_catch_up_ = {};
+      CatchUp();
+    }
     if (replay_deadline_ != TimePoint{} && now >= replay_deadline_) {
       if (g_bad_input_log.Allow()) {
         Log(LogLevel::kWarn, "worker {}: replay from {} timed out", worker(), endpoints_.replay);
@@ -147,6 +161,7 @@ class Subscriber::Stream : public StreamActions {
   wire::DecodedBatch batch_;
   WorkerStreamStats stats_;
   TimePoint replay_deadline_{};
+  TimePoint second_catch_up_{};
 };
 
 Subscriber::Subscriber(kv::PrefixIndex* index, SubscriberOptions options, Observer observer)
@@ -240,7 +255,7 @@ void Subscriber::Run() {
       }
     }
     const auto now = std::chrono::steady_clock::now();
-    for (auto& s : streams_) s->CheckReplayTimeout(now);
+    for (auto& s : streams_) s->CheckTimers(now);
     std::lock_guard lock(mu_);
     for (auto& s : streams_) {
       for (auto& [worker, stats] : stats_) {

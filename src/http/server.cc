@@ -196,6 +196,21 @@ struct Server::Impl {
     }
   }
 
+  // After an early answer (413), read and discard what the client is still sending for a
+  // while before closing: closing with unread data makes the kernel reset the connection,
+  // and the client then sees a broken pipe instead of our answer.
+  awaitable<void> LingeringClose(beast::tcp_stream& stream) {
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.expires_after(std::chrono::seconds(2));
+    std::array<char, 64 * 1024> sink;
+    for (size_t total = 0; total < (256u << 20);) {
+      auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), kNoThrow);
+      if (ec) break;
+      total += n;
+    }
+  }
+
   awaitable<void> Session(tcp::socket socket) {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
@@ -215,6 +230,7 @@ struct Server::Impl {
             413, fmt::format("request body larger than {} bytes", options.max_body_bytes));
         res.prepare_payload();
         co_await bhttp::async_write(stream, res, kNoThrow);
+        co_await LingeringClose(stream);
         break;
       }
       if (ec) {

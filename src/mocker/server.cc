@@ -68,6 +68,17 @@ bool Flag(const json::object& o, std::string_view key) {
   return v->as_bool();
 }
 
+// Length of `s` without a trailing, incomplete UTF-8 sequence.
+size_t CompleteUtf8Prefix(std::string_view s) {
+  for (size_t back = 1; back <= std::min<size_t>(3, s.size()); ++back) {
+    const auto c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return need > back ? s.size() - back : s.size();
+  }
+  return s.size();
+}
+
 std::string Sse(const json::value& v) { return "data: " + json::serialize(v) + "\n\n"; }
 
 }  // namespace
@@ -507,9 +518,12 @@ struct MockerServer::Impl {
     std::string delta = TokenText(p.output.back());
     if (options.tokenizer) {
       // The new text is the decode of everything so far minus what was already sent.
+      // A token can end inside a UTF-8 character. Like vLLM's incremental detokenizer, hold
+      // the partial character back until a later token completes it.
       const std::string all = Text(p);
-      delta = all.substr(std::min(p.sent_chars, all.size()));
-      p.sent_chars = all.size();
+      const size_t ready = finished ? all.size() : CompleteUtf8Prefix(all);
+      delta = ready > p.sent_chars ? all.substr(p.sent_chars, ready - p.sent_chars) : "";
+      p.sent_chars = std::max(p.sent_chars, ready);
     }
     json::object choice = choice_with(delta, finished);
     json::object out = chunk;

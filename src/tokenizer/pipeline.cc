@@ -558,4 +558,44 @@ bool IsValidUtf8(std::string_view text) {
   return true;
 }
 
+std::string LossyUtf8(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size());
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t n = bytes.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = b[i];
+    size_t need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      need = 1;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      need = 2;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;  // no surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      need = 3;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    }
+    size_t k = 0;  // continuation bytes that fit
+    while (k < need && i + 1 + k < n) {
+      const unsigned char d = b[i + 1 + k];
+      if (k == 0 ? (d < lo || d > hi) : (d & 0xC0) != 0x80) break;
+      ++k;
+    }
+    if (need > 0 && k == need) {
+      out.append(bytes.substr(i, need + 1));
+    } else {
+      out += "\xEF\xBF\xBD";
+    }
+    i += need > 0 && k == need ? need + 1 : 1 + k;
+  }
+  return out;
+}
+
 }  // namespace kvgate::tokenizer

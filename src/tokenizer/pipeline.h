@@ -47,5 +47,8 @@ bool BoolField(const boost::json::object& o, std::string_view key, bool fallback
 
 // Valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
 bool IsValidUtf8(std::string_view text);
+// `bytes` with each maximal invalid subsequence replaced by U+FFFD, as HF's decoders do
+// (Rust's String::from_utf8_lossy).
+std::string LossyUtf8(std::string_view bytes);
 
 }  // namespace kvgate::tokenizer

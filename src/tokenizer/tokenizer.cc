@@ -204,7 +204,7 @@ struct Tokenizer::Impl {
           for (const std::string& t : tokens) {
             if (!ByteLevelToBytes(t, bytes)) bytes += t;
           }
-          tokens.assign(1, std::move(bytes));
+          tokens.assign(1, LossyUtf8(bytes));
           break;
         }
         case DecoderKind::kReplace:

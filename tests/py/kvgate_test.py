@@ -1,8 +1,11 @@
 """Helpers shared by the Python integration tests (run with Debian's /usr/bin/python3)."""
 import json
 import os
+import socket
 import subprocess
 import unittest
+import urllib.error
+import urllib.request
 
 KVGATE = os.environ.get("KVGATE_BIN", os.path.join(os.path.dirname(__file__), "../../build/kvgate"))
 
@@ -17,6 +20,73 @@ def run(args, stdin=b"", check=True, timeout=60):
 
 def json_lines(text):
     return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Mocker:
+    """A `kvgate mocker` process with KV events and replay on free ports. Pass `ports` (from
+    a previous Mocker) to restart one in the same place."""
+
+    def __init__(self, *args, ports=None, speedup="50"):
+        self.port, self.events, self.replay = ports or (free_port(), free_port(), free_port())
+        self.args = args
+        self.proc = subprocess.Popen(
+            [KVGATE, "mocker", "--port", str(self.port), "--speedup", speedup,
+             "--kv-events", f"tcp://127.0.0.1:{self.events}",
+             "--kv-replay", f"tcp://127.0.0.1:{self.replay}", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc.stdout.readline()  # the "listening" line
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def post(self, path, body, raw=False):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read().decode()
+                return r.status, text if raw else json.loads(text)
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read().decode())
+
+    def sse(self, path, body):
+        status, text = self.post(path, body, raw=True)
+        events = [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
+        assert events[-1] == "[DONE]", events
+        return [json.loads(e) for e in events[:-1]]
+
+    @property
+    def ports(self):
+        return self.port, self.events, self.replay
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+
+def formula_experts(tokens, start, layers, top_k, experts):
+    """The mocker's routed experts (DESIGN.md §8), rows [start, len(tokens) - 1)."""
+    import numpy as np
+    rows = max(0, len(tokens) - 1 - start)
+    out = np.zeros((rows, layers, top_k), dtype=np.int64)
+    for r in range(rows):
+        p = start + r
+        for l in range(layers):
+            for k in range(top_k):
+                out[r, l, k] = (tokens[p] * 31 + p * 17 + l * 7 + k * 13) % experts
+    return out
 
 
 def main():

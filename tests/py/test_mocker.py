@@ -19,61 +19,13 @@ import numpy as np
 import zmq
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kvgate_test import KVGATE, main, run  # noqa: E402
+from kvgate_test import KVGATE, Mocker, formula_experts, main, run  # noqa: E402
 
 LAYERS, TOPK, EXPERTS = 3, 2, 300  # > 256 experts: vLLM's .npy uses uint16
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Mocker:
-    def __init__(self, *args):
-        self.port, self.events, self.replay = free_port(), free_port(), free_port()
-        self.proc = subprocess.Popen(
-            [KVGATE, "mocker", "--port", str(self.port), "--speedup", "50",
-             "--kv-events", f"tcp://127.0.0.1:{self.events}",
-             "--kv-replay", f"tcp://127.0.0.1:{self.replay}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.proc.stdout.readline()  # the "listening" line
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def post(self, path, body, raw=False):
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                text = r.read().decode()
-                return r.status, text if raw else json.loads(text)
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read().decode())
-
-    def sse(self, path, body):
-        status, text = self.post(path, body, raw=True)
-        events = [line[len("data: "):] for line in text.split("\n") if line.startswith("data: ")]
-        assert events[-1] == "[DONE]", events
-        return [json.loads(e) for e in events[:-1]]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(10)
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-
-
 def expected_experts(tokens, start):
-    rows = len(tokens) - 1 - start
-    out = np.zeros((rows, LAYERS, TOPK), dtype=np.int64)
-    for r in range(rows):
-        p = start + r
-        for l in range(LAYERS):
-            for k in range(TOPK):
-                out[r, l, k] = (tokens[p] * 31 + p * 17 + l * 7 + k * 13) % EXPERTS
-    return out
+    return formula_experts(tokens, start, LAYERS, TOPK, EXPERTS)
 
 
 class MockerTest(unittest.TestCase):

@@ -63,6 +63,28 @@ class TokenizerParity(unittest.TestCase):
     def test_gptoss(self):
         self.check_model("gptoss")
 
+    def test_decode_of_arbitrary_ids(self):
+        """Random ids split UTF-8 characters and string invalid bytes together; decode must
+        replace them exactly as HF does (U+FFFD per maximal invalid subsequence)."""
+        import random
+        rng = random.Random(7)
+        for model in ["qwen3", "gemma3"]:
+            path = os.path.join(FIXTURES, f"tokenizer-{model}", "models", "tokenizer.json")
+            with open(path, encoding="utf-8") as f:
+                vocab = len(json.load(f)["model"]["vocab"])
+            seqs = [[rng.randrange(vocab) for _ in range(rng.randrange(1, 12))]
+                    for _ in range(300)]
+            lines = "".join(json.dumps({"ids": s}) + "\n" for s in seqs)
+            p = subprocess.run(["node", os.path.join(HERE, "../js/tokenize_reference.js"), path],
+                               input=lines.encode(), capture_output=True, timeout=600)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            ref = [json.loads(line)["decoded"] for line in p.stdout.decode().split("\n") if line]
+            _, out, _ = run(["tokenize", "--tokenizer", path, "--jsonl", "--decode"],
+                            "".join(json.dumps(s) + "\n" for s in seqs).encode(), timeout=600)
+            got = [json.loads(line) for line in out.split("\n") if line]
+            bad = [(s, r, g) for s, r, g in zip(seqs, ref, got) if r != g]
+            self.assertEqual(bad[:3], [], f"{model}: {len(bad)} of {len(seqs)} decodes differ")
+
     def test_component_variants(self):
         """Components no fixture uses, checked on Qwen3's vocabulary with a swapped pipeline."""
         import tempfile

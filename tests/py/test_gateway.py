@@ -1,0 +1,476 @@
+"""`kvgate serve` end to end with real processes: the official OpenAI client (npm `openai`,
+run with node) through the gateway to `kvgate mocker` workers; prefix routing checked
+against the cached tokens the engines report; routed experts decoded with numpy and checked
+value by value for every engine form; faults (killed, hanging, restarted workers); client
+errors; Prometheus text checked by promtool; in-process mock workers; graceful shutdown."""
+import base64
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import KVGATE, Mocker, formula_experts, main  # noqa: E402
+
+HERE = os.path.dirname(__file__)
+LAYERS, TOPK, EXPERTS = 3, 2, 300  # > 256 experts: vLLM's .npy comes as uint16
+MOE = ["--moe-layers", str(LAYERS), "--moe-topk", str(TOPK), "--moe-experts", str(EXPERTS)]
+BLOCK = 16
+
+
+class Gateway:
+    """A `kvgate serve` process on a free port; `config` is written as YAML (JSON is YAML)."""
+
+    def __init__(self, *args, config=None):
+        self.tmp = tempfile.mkdtemp()
+        cmd = [KVGATE, "serve", "--port", "0", *args]
+        if config is not None:
+            path = os.path.join(self.tmp, "gateway.yaml")
+            with open(path, "w") as f:
+                json.dump(config, f)
+            cmd += ["--config", path]
+        self.log = open(os.path.join(self.tmp, "stderr.log"), "w+")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        m = re.search(r"http://[\d.]+:(\d+)", line)
+        if not m:
+            self.log.seek(0)
+            raise AssertionError(f"serve did not start: {line!r} {self.log.read()}")
+        self.url = f"http://127.0.0.1:{m.group(1)}"
+        self.workers = []
+        for line in self.proc.stdout:
+            if not line.startswith("  worker"):
+                break
+            self.workers.append(line.split(": ", 1)[1].strip())
+            if len(self.workers) == self.expected_workers(config, args):
+                break
+
+    @staticmethod
+    def expected_workers(config, args):
+        n = len((config or {}).get("workers", []))
+        if "--mock-workers" in args:
+            n += int(args[args.index("--mock-workers") + 1])
+        return n
+
+    def request(self, method, path, body=None, headers=None, timeout=30):
+        data = None
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def post(self, path, body, headers=None):
+        status, text = self.request("POST", path, body, headers)
+        return status, json.loads(text)
+
+    def sse(self, path, body):
+        status, text = self.request("POST", path, body)
+        assert status == 200, (status, text)
+        events = [ln[len("data: "):] for ln in text.split("\n") if ln.startswith("data: ")]
+        assert events[-1] == "[DONE]", events
+        return [json.loads(e) for e in events[:-1]]
+
+    def metric(self, name, **labels):
+        """Sum of the samples of `name` whose labels include `labels`."""
+        _, text = self.request("GET", "/metrics")
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith("#") or not line.startswith(name):
+                continue
+            series, value = line.rsplit(" ", 1)
+            if series.split("{")[0] != name:
+                continue
+            if all(f'{k}="{v}"' in series for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def wait_metric(self, name, predicate, timeout=10, **labels):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate(self.metric(name, **labels)):
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{name}{labels} never satisfied the condition "
+                             f"(last {self.metric(name, **labels)})")
+
+    def openai(self, ops, api_key="unused"):
+        """Runs `ops` with the official OpenAI client; returns its results."""
+        p = subprocess.run(["node", os.path.join(HERE, "../js/openai_client.js"),
+                            self.url + "/v1", api_key],
+                           input=json.dumps(ops), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(30)
+        self.proc.stdout.close()
+        self.log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def worker_config(mocker, engine="vllm"):
+    return {"url": mocker.url, "engine": engine,
+            "kv_events": f"tcp://127.0.0.1:{mocker.events}",
+            "kv_replay": f"tcp://127.0.0.1:{mocker.replay}"}
+
+
+def text_prompt(tag, n=300):
+    """A prompt of `n` bytes (the mocker without a model dir: one token per byte)."""
+    body = f"[{tag}] " + " ".join(f"{tag}{i}" for i in range(n))
+    return body[:n]
+
+
+def final_nvext(chunks):
+    with_nvext = [c for c in chunks if "nvext" in c]
+    assert len(with_nvext) == 1, [list(c) for c in chunks]
+    assert with_nvext[0] is [c for c in chunks if c.get("choices") and
+                             c["choices"][0].get("finish_reason")][-1]
+    return with_nvext[0]["nvext"]
+
+
+def decode(nvext_experts):
+    e = nvext_experts
+    return np.frombuffer(base64.b64decode(e["data"]), dtype=e["dtype"]).reshape(e["shape"])
+
+
+def cached_tokens(usage):
+    return usage["prompt_tokens_details"]["cached_tokens"]
+
+
+class GatewayTest(unittest.TestCase):
+    def test_openai_client_and_prefix_routing(self):
+        mockers = [Mocker(*MOE) for _ in range(3)]
+        gw = Gateway(config={"workers": [worker_config(m) for m in mockers],
+                             "block_size": BLOCK})
+        try:
+            asks = {"extra_fields": ["worker_id", "cached_blocks"]}
+            usage = {"include_usage": True}
+            ops = [
+                {"api": "chat", "body": {"model": "kvgate-mock", "max_tokens": 4, "nvext": asks,
+                                         "messages": [{"role": "user",
+                                                       "content": text_prompt("a")}]}},
+                {"api": "chat", "body": {"model": "kvgate-mock", "max_tokens": 4, "nvext": asks,
+                                         "stream": True, "stream_options": usage,
+                                         "messages": [{"role": "user",
+                                                       "content": text_prompt("b")}]}},
+                {"api": "completions", "body": {"model": "kvgate-mock", "max_tokens": 3,
+                                                "nvext": asks, "prompt": text_prompt("c", 250)}},
+                {"api": "completions", "body": {"model": "kvgate-mock", "max_tokens": 3,
+                                                "nvext": asks, "stream": True,
+                                                "stream_options": usage,
+                                                "prompt": text_prompt("d", 270)}},
+            ]
+
+            def outcome(result):
+                self.assertNotIn("error", result)
+                if "chunks" in result:
+                    chunks = result["chunks"]
+                    nvext = final_nvext(chunks)
+                    self.assertEqual(chunks[-1]["choices"], [])  # the usage chunk
+                    return nvext, chunks[-1]["usage"]
+                return result["response"]["nvext"], result["response"]["usage"]
+
+            first = [outcome(r) for r in gw.openai(ops)]
+            for nvext, usage_ in first:
+                self.assertEqual(nvext["cached_blocks"], 0)
+                self.assertEqual(cached_tokens(usage_), 0)
+            # Every prompt block is in the index once the engines' events arrived.
+            blocks = sum(u["prompt_tokens"] // BLOCK for _, u in first)
+            gw.wait_metric("kvgate_index_size", lambda v: v >= blocks, what="blocks")
+
+            second = [outcome(r) for r in gw.openai(ops)]
+            for (n1, _), (n2, u2) in zip(first, second):
+                self.assertEqual(n2["worker_id"], n1["worker_id"])  # where it is cached
+                self.assertGreater(n2["cached_blocks"], 0)
+                # The engine served exactly what the gateway predicted (vLLM's rule: at most
+                # prompt_len - 1 tokens, whole blocks).
+                predicted = min(n2["cached_blocks"] * BLOCK,
+                                (u2["prompt_tokens"] - 1) // BLOCK * BLOCK)
+                self.assertEqual(cached_tokens(u2), predicted)
+                self.assertEqual(n2["cached_blocks"], u2["prompt_tokens"] // BLOCK)
+            # Nothing asked, nothing added.
+            plain = gw.openai([{"api": "completions",
+                                "body": {"model": "kvgate-mock", "prompt": "hi", "max_tokens": 2}}])
+            self.assertNotIn("nvext", plain[0]["response"])
+            self.assertEqual(gw.metric("kvgate_routing_decisions_total"), 9)
+            self.assertEqual(gw.metric("kvgate_requests_total", status="200"), 9)
+        finally:
+            gw.close()
+            for m in mockers:
+                m.close()
+
+    def test_routed_experts_every_engine_form(self):
+        prompt = list(range(100, 140))
+        start = 3
+        for engine in ["sglang", "vllm", "vllm-lists"]:
+            with self.subTest(engine=engine):
+                m = Mocker("--engine", engine, *MOE)
+                gw = Gateway(config={
+                    "workers": [worker_config(m, "sglang" if engine == "sglang" else "vllm")],
+                    "model": {"moe_layers": LAYERS, "moe_top_k": TOPK}})
+                try:
+                    # The generated ids, from the engine itself (deterministic per prompt).
+                    _, gen = m.post("/generate", {"input_ids": prompt,
+                                                  "sampling_params": {"max_new_tokens": 5}})
+                    want = formula_experts(prompt + gen["output_ids"], start, LAYERS, TOPK,
+                                           EXPERTS)
+                    body = {"prompt": prompt, "max_tokens": 5,
+                            "nvext": {"extra_fields": ["routed_experts"],
+                                      "routed_experts_start": start}}
+                    _, r = gw.post("/v1/completions", body)
+                    e = r["nvext"]["routed_experts"]
+                    self.assertEqual(e["start"], start)
+                    self.assertEqual(e["shape"], [len(prompt) + 5 - 1 - start, LAYERS, TOPK])
+                    self.assertEqual(e["dtype"], "uint16" if engine == "vllm" else "int32")
+                    np.testing.assert_array_equal(decode(e), want)
+                    self.assertNotIn("routed_experts", r["choices"][0])  # only under nvext
+                    self.assertNotIn("sglext", r)
+                    if engine == "sglang":
+                        # The very string the engine sent, not a re-encoding.
+                        _, direct = m.post("/v1/completions", {
+                            "prompt": prompt, "max_tokens": 5, "return_routed_experts": True,
+                            "routed_experts_start_len": start})
+                        self.assertEqual(e["data"], direct["sglext"]["routed_experts"])
+
+                    chunks = gw.sse("/v1/completions", {**body, "stream": True})
+                    es = final_nvext(chunks)["routed_experts"]
+                    np.testing.assert_array_equal(decode(es), want)
+                    self.assertFalse(any("usage" in c for c in chunks))  # not asked for
+                    self.assertFalse(any("sglext" in c for c in chunks))
+
+                    # SGLang's own way of asking, no start: every row.
+                    _, r = gw.post("/v1/completions", {"prompt": prompt, "max_tokens": 5,
+                                                       "return_routed_experts": True})
+                    np.testing.assert_array_equal(
+                        decode(r["nvext"]["routed_experts"]),
+                        formula_experts(prompt + gen["output_ids"], 0, LAYERS, TOPK, EXPERTS))
+                    self.assertEqual(gw.metric("kvgate_routed_experts_invalid_total"), 0)
+                finally:
+                    gw.close()
+                    m.close()
+
+    def test_missing_routed_experts_is_null_and_counted(self):
+        m = Mocker()  # no MoE: the engine returns none
+        gw = Gateway(config={"workers": [worker_config(m)],
+                             "model": {"moe_layers": LAYERS, "moe_top_k": TOPK}})
+        try:
+            status, r = gw.post("/v1/completions", {
+                "prompt": [1, 2, 3], "max_tokens": 2,
+                "nvext": {"extra_fields": ["routed_experts"]}})
+            self.assertEqual(status, 200)
+            self.assertIsNone(r["nvext"]["routed_experts"])
+            self.assertEqual(len(r["choices"]), 1)
+            self.assertEqual(gw.metric("kvgate_routed_experts_invalid_total"), 1)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_killed_and_restarted_worker(self):
+        mockers = [Mocker() for _ in range(3)]
+        gw = Gateway(config={"workers": [worker_config(m) for m in mockers],
+                             "limits": {"health_interval_ms": 100, "unhealthy_after": 2}})
+        try:
+            asks = {"extra_fields": ["worker_id", "cached_blocks"]}
+            q1 = text_prompt("q", 200)
+            q2 = q1 + text_prompt("r", 200)  # shares q1's prefix, so it lands on q1's worker
+            _, r1 = gw.post("/v1/completions", {"prompt": q1, "max_tokens": 2, "nvext": asks})
+            w = r1["nvext"]["worker_id"]
+            gw.wait_metric("kvgate_index_size", lambda v: v >= 200 // BLOCK, what="blocks")
+            _, r2 = gw.post("/v1/completions", {"prompt": q2, "max_tokens": 2, "nvext": asks})
+            self.assertEqual(r2["nvext"]["worker_id"], w)
+            gw.wait_metric("kvgate_index_size", lambda v: v >= 400 // BLOCK, what="blocks")
+
+            mockers[w].kill()
+            # Routed to the dead worker (its cache), failed before any byte: retried elsewhere.
+            status, r = gw.post("/v1/completions", {"prompt": q1, "max_tokens": 2, "nvext": asks})
+            self.assertEqual(status, 200, r)
+            self.assertNotEqual(r["nvext"]["worker_id"], w)
+            self.assertGreaterEqual(gw.metric("kvgate_upstream_retries_total"), 1)
+            # Concurrent traffic while it is down: nothing hangs, nothing fails.
+            results = []
+
+            def send(i):
+                results.append(gw.post("/v1/completions",
+                                       {"prompt": text_prompt(f"t{i}", 64), "max_tokens": 2})[0])
+            threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(30)
+            self.assertEqual(results, [200] * 8)
+            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 0, worker=str(w))
+
+            mockers[w] = Mocker(ports=mockers[w].ports)  # restarted, empty cache
+            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 1, worker=str(w))
+            # No stale blocks: what the gateway predicts is what the engine then serves.
+            _, r = gw.post("/v1/completions", {"prompt": q2, "max_tokens": 2, "nvext": asks})
+            predicted = r["nvext"]["cached_blocks"] * BLOCK
+            self.assertEqual(cached_tokens(r["usage"]), predicted)
+            self.assertEqual(predicted, 200 // BLOCK * BLOCK)  # q1's blocks on the retry worker
+        finally:
+            gw.close()
+            for m in mockers:
+                m.close()
+
+    def test_hanging_worker_times_out_and_is_retried(self):
+        hang, ok = Mocker("--fault-hang-every", "1"), Mocker()
+        gw = Gateway("--policy", "round_robin", config={
+            "workers": [worker_config(hang), worker_config(ok)],
+            "limits": {"first_byte_timeout_ms": 700, "unhealthy_after": 1000}})
+        alone = Gateway(config={"workers": [worker_config(hang)],
+                                "limits": {"first_byte_timeout_ms": 500}})
+        try:
+            for i in range(4):
+                status, r = gw.post("/v1/completions", {"prompt": f"hello {i}", "max_tokens": 2})
+                self.assertEqual(status, 200, r)
+            # Every attempt on the hanging worker timed out and went to the other one.
+            retries = gw.metric("kvgate_upstream_retries_total")
+            self.assertGreaterEqual(retries, 1)
+            self.assertEqual(retries, gw.metric("kvgate_routing_decisions_total", worker="0"))
+            self.assertEqual(gw.metric("kvgate_upstream_errors_total", worker="0"), retries)
+            status, r = alone.post("/v1/completions", {"prompt": "hello", "max_tokens": 2})
+            self.assertEqual(status, 504)
+            self.assertEqual(r["error"]["code"], 504)
+            self.assertIn("timed out", r["error"]["message"])
+        finally:
+            gw.close()
+            alone.close()
+            hang.close()
+            ok.close()
+
+    def test_worker_dying_mid_stream_ends_the_stream_with_an_error(self):
+        m = Mocker(speedup="1")  # real-time decode: ~6 ms per token
+        gw = Gateway(config={"workers": [worker_config(m)]})
+        try:
+            req = urllib.request.Request(
+                gw.url + "/v1/completions", method="POST",
+                data=json.dumps({"prompt": "tell me everything", "max_tokens": 3000,
+                                 "stream": True}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=20) as r:
+                self.assertTrue(r.readline().startswith(b"data: "))
+                m.kill()
+                rest = r.read().decode()  # returns: the gateway ends the stream
+            events = [ln[6:] for ln in rest.split("\n") if ln.startswith("data: ")]
+            self.assertIn("error", json.loads(events[-1]))
+            self.assertIn("mid-stream", json.loads(events[-1])["error"]["message"])
+        finally:
+            gw.close()
+            m.close()
+
+    def test_client_errors_and_metrics_format(self):
+        m = Mocker()
+        gw = Gateway("--api-key", "sk-test", config={
+            "workers": [worker_config(m)], "limits": {"max_body_bytes": 1000000}})
+        try:
+            auth = {"Authorization": "Bearer sk-test"}
+            ok = {"prompt": "hi", "max_tokens": 2}
+            cases = [
+                ("POST", "/v1/completions", ok, {}, 401),
+                ("POST", "/v1/completions", ok, {"Authorization": "Bearer nope"}, 401),
+                ("GET", "/v1/models", None, {}, 401),
+                ("POST", "/v1/completions", b"{not json", auth, 400),
+                ("POST", "/v1/completions", [1, 2], auth, 400),
+                ("POST", "/v1/completions", {**ok, "stream": "yes"}, auth, 400),
+                ("POST", "/v1/completions", {**ok, "model": 7}, auth, 400),
+                ("POST", "/v1/completions", {**ok, "nvext": []}, auth, 400),
+                ("POST", "/v1/completions", {**ok, "prompt": [1, -1]}, auth, 400),
+                ("POST", "/v1/completions", {"max_tokens": 2}, auth, 400),
+                ("POST", "/v1/chat/completions", {"messages": "hi"}, auth, 400),
+                ("POST", "/v1/completions", {**ok, "model": "gpt-9"}, auth, 404),
+                ("POST", "/v1/completions", {**ok, "prompt": "x" * 2_000_000}, auth, 413),
+                ("GET", "/v1/completions", None, auth, 405),
+                ("GET", "/v2/nothing", None, auth, 404),
+            ]
+            for method, path, body, headers, want in cases:
+                status, text = gw.request(method, path, body, headers)
+                self.assertEqual(status, want, (method, path, str(body)[:80], text))
+                err = json.loads(text)["error"]
+                self.assertEqual(err["code"], want)
+                self.assertTrue(err["message"])
+                self.assertIn("type", err)
+            status, text = gw.request("POST", "/v1/completions", ok, auth)
+            self.assertEqual(status, 200, text)
+            status, text = gw.request("GET", "/v1/models", None, auth)
+            self.assertEqual(json.loads(text)["data"][0]["id"], "kvgate-mock")
+            self.assertEqual(gw.request("GET", "/health")[0], 200)  # probes need no key
+            self.assertEqual(gw.request("GET", "/ready")[0], 200)
+
+            _, text = gw.request("GET", "/metrics")
+            for name in ["kvgate_requests_total", "kvgate_time_to_first_token_seconds_bucket",
+                         "kvgate_request_duration_seconds_count", "kvgate_routing_decisions_total",
+                         "kvgate_worker_active_requests", "kvgate_kv_event_batches_total",
+                         "kvgate_kv_events_invalid_total", "kvgate_kv_event_gaps_total",
+                         "kvgate_index_size"]:
+                self.assertIn(name, text)
+            self.assertEqual(gw.metric("kvgate_requests_total", status="400"), 8)
+            promtool = shutil.which("promtool")
+            self.assertIsNotNone(promtool, "promtool (Debian's prometheus) is installed by setup")
+            p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
+                               text=True)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_in_process_mock_workers_and_graceful_shutdown(self):
+        gw = Gateway("--mock-workers", "2", "--mock-engine", "sglang")
+        try:
+            self.assertEqual(len(gw.workers), 2)
+            self.assertEqual(gw.request("GET", "/ready")[0], 200)
+            chat = {"model": "kvgate-mock", "max_tokens": 6, "stream": True,
+                    "stream_options": {"include_usage": True},
+                    "messages": [{"role": "system", "content": "You are terse. " * 20},
+                                 {"role": "user", "content": "What is a KV cache?"}],
+                    "nvext": {"extra_fields": ["worker_id", "cached_blocks", "routed_experts"]}}
+            results = gw.openai([{"api": "chat", "body": chat}])
+            chunks = results[0]["chunks"]
+            nvext = final_nvext(chunks)
+            usage = chunks[-1]["usage"]
+            rows = usage["prompt_tokens"] + usage["completion_tokens"] - 1
+            self.assertEqual(nvext["routed_experts"]["shape"][0], rows)
+            self.assertEqual(decode(nvext["routed_experts"]).shape[0], rows)
+            gw.wait_metric("kvgate_index_size", lambda v: v >= usage["prompt_tokens"] // BLOCK,
+                           what="blocks")
+            again = gw.openai([{"api": "chat", "body": chat}])[0]["chunks"]
+            nvext2 = final_nvext(again)
+            self.assertEqual(nvext2["worker_id"], nvext["worker_id"])
+            self.assertEqual(cached_tokens(again[-1]["usage"]), nvext2["cached_blocks"] * BLOCK)
+
+            # SIGTERM while a stream is in flight: it still completes, then the process exits.
+            req = urllib.request.Request(
+                gw.url + "/v1/completions", method="POST",
+                data=json.dumps({"prompt": "count slowly", "max_tokens": 60,
+                                 "stream": True}).encode(),
+                headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=20) as r:
+                self.assertTrue(r.readline().startswith(b"data: "))
+                gw.proc.send_signal(signal.SIGTERM)
+                rest = r.read().decode()
+            self.assertTrue(rest.rstrip().endswith("data: [DONE]"), rest[-200:])
+            self.assertEqual(gw.proc.wait(30), 0)
+        finally:
+            gw.close()
+
+
+if __name__ == "__main__":
+    main()
