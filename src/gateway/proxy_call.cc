@@ -234,9 +234,9 @@ void ProxyCall::OnDone(const Status& status) {
                                         : fmt::format("worker {}: {}", worker, status.message());
     if (Retry()) return;
     const int code = !status.ok() && status.message().find("timed out") != std::string::npos ? 504 : 502;
-    responder_->Send(code, "application/json", http::OpenAiError(code, why, "upstream_error"));
     services_.router.OnFailed(decision_.id);
-    return Finish(code);
+    Finish(code);
+    return responder_->Send(code, "application/json", http::OpenAiError(code, why, "upstream_error"));
   }
   if (streaming_) {
     if (!status.ok()) {
@@ -245,17 +245,17 @@ void ProxyCall::OnDone(const Status& status) {
       responder_->Write(SseEvent(http::OpenAiError(
           502, fmt::format("worker {} failed mid-stream: {}", worker, status.message()),
           "upstream_error")));
-      responder_->End();
       services_.router.OnFailed(decision_.id);
-      return Finish(status_);
+      Finish(status_);
+      return responder_->End();
     }
     if (rewrite_) {
       if (!splitter_.pending().empty()) responder_->Write(std::string(splitter_.pending()));
       FlushFinal();
     }
-    responder_->End();
     services_.router.OnFinished(decision_.id);
-    return Finish(status_);
+    Finish(status_);
+    return responder_->End();
   }
   // A whole JSON response (or a 4xx the engine chose): add nvext when asked.
   if (!first_byte_) OnFirstByte();
@@ -272,11 +272,13 @@ void ProxyCall::OnDone(const Status& status) {
       body_ = json::serialize(body);
     }
   }
-  responder_->Send(status_, content_type_, std::move(body_));
   services_.router.OnFinished(decision_.id);
   Finish(status_);
+  responder_->Send(status_, content_type_, std::move(body_));
 }
 
+// Bookkeeping comes before the last byte goes out: a client that reads /metrics right
+// after its response must see its request counted.
 void ProxyCall::Finish(int status) {
   finished_ = true;
   services_.metrics.requests.Add({plan_.route, std::to_string(status)});
