@@ -6,7 +6,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run test unit-asan fuzz-smoke bench format format-check clean
+.PHONY: all setup build run replay test unit-asan fuzz-smoke bench format format-check clean
 
 all: build
 
@@ -17,10 +17,13 @@ build: setup
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD)
 
-# The best the project runs today: decode a real engine payload and hash a prompt.
-# (Becomes `kvgate serve --mock-workers 4` once the gateway lands.)
+# The gateway with four simulated engines in-process, until Ctrl-C.
 run: build
 	@bash scripts/demo $(BUILD)/kvgate
+
+# The routing-quality report: every policy replays the Mooncake trace on simulated engines.
+replay: build
+	@bash scripts/replay-demo $(BUILD)/kvgate
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
@@ -49,6 +52,7 @@ bench: build
 	$(BUILD)/bench/index_bench
 	$(BUILD)/bench/tokenizer_bench
 	$(BUILD)/bench/template_bench
+	/usr/bin/python3 bench/gateway_bench.py --kvgate $(BUILD)/kvgate
 
 format: build
 	@cmake --build $(BUILD) --target format

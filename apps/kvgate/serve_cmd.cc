@@ -17,6 +17,7 @@ struct ServeFlags {
   std::string config_file;
   std::optional<std::string> host, model_dir, mock_engine, policy, model;
   std::optional<uint16_t> port;
+  std::optional<int> threads;
   std::optional<uint32_t> mock_workers, block_size, mock_num_blocks;
   std::optional<double> mock_speedup;
   std::vector<std::string> workers, api_keys;
@@ -54,6 +55,7 @@ int RunServe(const ServeFlags& f) {
   }
   if (f.host) c.host = *f.host;
   if (f.port) c.port = *f.port;
+  if (f.threads) c.threads = *f.threads;
   if (f.model_dir) c.model_dir = *f.model_dir;
   if (f.model) c.models.insert(c.models.begin(), *f.model);
   if (f.block_size) c.block_size = *f.block_size;
@@ -121,6 +123,7 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", f.config_file, "YAML config file (flags override it)");
   cmd->add_option("--host", f.host, "Listen address (default 127.0.0.1)");
   cmd->add_option("--port", f.port, "Listen port (default 8000; 0: any free port)");
+  cmd->add_option("--threads", f.threads, "Event-loop threads (default 2)")->check(CLI::Range(1, 256));
   cmd->add_option("--model-dir", f.model_dir,
                   "Model dir: tokenizer.json, tokenizer_config.json, config.json");
   cmd->add_option("--model", f.model, "Served model name (default kvgate-mock)");

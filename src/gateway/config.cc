@@ -53,8 +53,7 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
           ReadSection(n, "listen",
                       {{"host", Into(c.host)},
                        {"port", Into(c.port)},
-                       {"threads", Into(c.threads)},
-                       {"client_threads", Into(c.client_threads)}});
+                       {"threads", Into(c.threads)}});
         }},
        {"model",
         [&](const YAML::Node& n) {

@@ -47,8 +47,7 @@ struct LimitsConfig {
 struct GatewayConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
-  int threads = 2;         // HTTP server threads
-  int client_threads = 1;  // upstream client threads
+  int threads = 2;  // event-loop threads: each serves clients and talks to engines
 
   // Served model names (the first is the default); LoRA adapter names also accepted as
   // `model`, and they seed the block hashes.

@@ -16,6 +16,7 @@
 #include "gateway/proxy_call.h"
 #include "gateway/worker_pool.h"
 #include "http/client.h"
+#include "http/event_loop.h"
 #include "http/server.h"
 #include "kv/block_hash.h"
 #include "kv/prefix_index.h"
@@ -69,6 +70,8 @@ struct Gateway::Impl {
   std::unique_ptr<kv::PrefixIndex> index;
   std::unique_ptr<routing::Router> router;
   std::unique_ptr<events::Subscriber> subscriber;
+  // The server's threads also run the upstream client: one thread serves a request end to end.
+  std::shared_ptr<http::EventLoops> loops;
   std::unique_ptr<http::Client> client;
   std::unique_ptr<WorkerPool> workers;
   std::vector<std::unique_ptr<mocker::MockerServer>> mocks;
@@ -434,7 +437,8 @@ Status Gateway::Start() {
       [&g](uint32_t worker, uint64_t, const wire::DecodedBatch& batch) {
         g.ObserveBatch(worker, batch);
       });
-  g.client = std::make_unique<http::Client>(http::ClientOptions{c.client_threads});
+  g.loops = std::make_shared<http::EventLoops>(c.threads);
+  g.client = std::make_unique<http::Client>(http::ClientOptions{}, g.loops);
   g.workers = std::make_unique<WorkerPool>(*g.router, *g.subscriber, *g.client, c.limits);
   for (const WorkerConfig& w : c.workers) {
     if (Status s = g.workers->Add(w); !s.ok()) return s;
@@ -453,9 +457,11 @@ Status Gateway::Start() {
   so.header_timeout = c.limits.client_header_timeout;
   so.idle_timeout = c.limits.client_idle_timeout;
   g.server = std::make_unique<http::Server>(
-      so, [&g](const http::Request& req, std::shared_ptr<http::Responder> r) {
+      so,
+      [&g](const http::Request& req, std::shared_ptr<http::Responder> r) {
         g.Handle(req, std::move(r));
-      });
+      },
+      g.loops);
   return g.server->Start();
 }
 
@@ -470,15 +476,18 @@ std::vector<std::string> Gateway::worker_urls() const {
 void Gateway::Stop() {
   Impl& g = *impl_;
   if (g.server) g.server->Stop(g.config.limits.shutdown_grace);
-  // The client goes before what its callbacks reference (pool, router, metrics).
+  // Nothing runs once the loops stop; what they still hold (abandoned calls, whose
+  // destructors reach the router) goes with them, before the router does.
+  if (g.loops) g.loops->Stop();
+  g.workers.reset();  // joins the health checker
   g.client.reset();
-  g.workers.reset();
+  g.server.reset();
+  g.loops.reset();
   g.subscriber.reset();
   for (auto& m : g.mocks) m->Stop();
   g.mocks.clear();
   for (const std::string& p : g.mock_ipc_paths) std::filesystem::remove(p);
   g.mock_ipc_paths.clear();
-  g.server.reset();
 }
 
 }  // namespace kvgate::gateway

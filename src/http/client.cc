@@ -6,9 +6,9 @@
 
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
-#include <mutex>
-#include <thread>
 #include <unordered_map>
+
+#include "http/event_loop_impl.h"
 
 namespace kvgate::http {
 namespace {
@@ -65,24 +65,22 @@ Status ParseBaseUrl(std::string_view url, Endpoint* out) {
 
 struct Client::Impl {
   ClientOptions options;
-  asio::io_context ioc;
-  asio::executor_work_guard<asio::io_context::executor_type> work{ioc.get_executor()};
-  std::vector<std::thread> threads;
-  std::mutex mu;  // guards idle
-  std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>> idle;
+  std::shared_ptr<EventLoops> loops;
+  bool owns_loops = false;
+  // Idle connections per loop (only that loop's thread touches its pool: no lock).
+  using Pool = std::unordered_map<std::string, std::vector<std::unique_ptr<Connection>>>;
+  std::vector<Pool> pools;
 
-  std::unique_ptr<Connection> TakeIdle(const std::string& key) {
-    std::lock_guard lock(mu);
-    auto it = idle.find(key);
-    if (it == idle.end() || it->second.empty()) return nullptr;
+  std::unique_ptr<Connection> TakeIdle(Pool& pool, const std::string& key) {
+    auto it = pool.find(key);
+    if (it == pool.end() || it->second.empty()) return nullptr;
     auto c = std::move(it->second.back());
     it->second.pop_back();
     return c;
   }
 
-  void ReturnIdle(const std::string& key, std::unique_ptr<Connection> c) {
-    std::lock_guard lock(mu);
-    auto& list = idle[key];
+  void ReturnIdle(Pool& pool, const std::string& key, std::unique_ptr<Connection> c) {
+    auto& list = pool[key];
     if (list.size() < options.max_idle_per_endpoint) list.push_back(std::move(c));
   }
 
@@ -104,8 +102,9 @@ struct Client::Impl {
     co_return cec;
   }
 
-  awaitable<void> Run(Endpoint endpoint, ClientRequest request,
+  awaitable<void> Run(EventLoops::Impl::Loop& loop, Endpoint endpoint, ClientRequest request,
                       std::shared_ptr<ResponseSink> sink) {
+    Pool& pool = pools[loop.index];
     const std::string key = endpoint.key();
     bhttp::request<bhttp::string_body> msg{
         bhttp::string_to_verb(request.method), request.target, 11};
@@ -120,10 +119,10 @@ struct Client::Impl {
     msg.prepare_payload();
 
     for (int attempt = 0;; ++attempt) {
-      std::unique_ptr<Connection> conn = attempt == 0 ? TakeIdle(key) : nullptr;
+      std::unique_ptr<Connection> conn = attempt == 0 ? TakeIdle(pool, key) : nullptr;
       const bool reused = conn != nullptr;
       if (!conn) {
-        conn = std::make_unique<Connection>(ioc.get_executor());
+        conn = std::make_unique<Connection>(loop.ioc.get_executor());
         if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
           sink->OnDone(Status::Error(fmt::format("connect to {}: {}", key,
                                                  ec == beast::error::timeout
@@ -174,29 +173,32 @@ struct Client::Impl {
       if (!parser.get().body().empty()) sink->OnBody(parser.get().body());
       const bool keep = parser.get().keep_alive();
       conn->stream.expires_never();
-      if (keep) ReturnIdle(key, std::move(conn));
+      if (keep) ReturnIdle(pool, key, std::move(conn));
       sink->OnDone(Status::Ok());
       co_return;
     }
   }
 };
 
-Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+Client::Client(ClientOptions options, std::shared_ptr<EventLoops> loops)
+    : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
-  for (int i = 0; i < std::max(1, options.threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc.run(); });
+  if (!loops) {
+    loops = std::make_shared<EventLoops>(options.threads);
+    impl_->owns_loops = true;
   }
+  impl_->pools.resize(loops->impl().loops.size());
+  impl_->loops = std::move(loops);
 }
 
 Client::~Client() {
-  impl_->work.reset();
-  impl_->ioc.stop();
-  for (auto& t : impl_->threads) t.join();
+  if (impl_->owns_loops) impl_->loops->Stop();
 }
 
 void Client::Fetch(const Endpoint& endpoint, ClientRequest request,
                    std::shared_ptr<ResponseSink> sink) {
-  asio::co_spawn(impl_->ioc, impl_->Run(endpoint, std::move(request), std::move(sink)),
+  EventLoops::Impl::Loop& loop = impl_->loops->impl().Pick();
+  asio::co_spawn(loop.ioc, impl_->Run(loop, endpoint, std::move(request), std::move(sink)),
                  asio::detached);
 }
 

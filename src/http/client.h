@@ -53,15 +53,20 @@ class ResponseSink {
   virtual bool Cancelled() const { return false; }
 };
 
+class EventLoops;
+
 struct ClientOptions {
-  int threads = 1;
-  size_t max_idle_per_endpoint = 256;
+  int threads = 1;  // when the client runs its own loops
+  size_t max_idle_per_endpoint = 256;  // per loop
 };
 
 class Client {
  public:
-  explicit Client(ClientOptions options = {});
-  // Stops. Fetches still in flight are abandoned: their sinks are released without OnDone.
+  // With shared `loops` (e.g. the server's), a fetch started on a loop thread runs on that
+  // loop; their owner must stop them before destroying the client. Without, the client
+  // runs its own loops.
+  explicit Client(ClientOptions options = {}, std::shared_ptr<EventLoops> loops = nullptr);
+  // Fetches still in flight are abandoned: their sinks are released without OnDone.
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

@@ -1,4 +1,4 @@
-// One coroutine per connection on a strand: read a request, hand it to the handler with a
+// One coroutine per connection on its event loop's thread: read a request, hand it to the handler with a
 // Responder, then deliver whatever the Responder queues (from any thread) until the
 // response is complete; repeat while the client keeps the connection alive.
 #include "http/server.h"
@@ -8,10 +8,12 @@
 #include <boost/beast.hpp>
 #include <boost/json.hpp>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
 #include "common/log.h"
+#include "http/event_loop_impl.h"
 
 namespace kvgate::http {
 namespace {
@@ -32,7 +34,7 @@ struct Piece {
 };
 
 // What a Responder queued for its connection. Shared between handler threads and the
-// connection's strand.
+// connection's loop.
 struct ResponseState : std::enable_shared_from_this<ResponseState> {
   explicit ResponseState(asio::any_io_executor ex) : executor(ex), wake(ex) {
     wake.expires_at(asio::steady_timer::time_point::max());
@@ -48,7 +50,7 @@ struct ResponseState : std::enable_shared_from_this<ResponseState> {
       std::lock_guard lock(mu);
       pieces.push_back(std::move(p));
     }
-    // Runs on the strand, so it either wakes a pending wait or the connection finds the
+    // Runs on the connection's loop, so it either wakes a pending wait or the connection finds the
     // piece when it next looks at the queue.
     asio::post(executor, [self = shared_from_this()] { self->wake.cancel(); });
   }
@@ -120,22 +122,28 @@ std::string OpenAiError(int status, std::string_view message, std::string_view t
 struct Server::Impl {
   ServerOptions options;
   Handler handler;
-  asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  std::vector<std::thread> threads;
+  std::shared_ptr<EventLoops> loops;
+  bool owns_loops = false;
+  std::unique_ptr<tcp::acceptor> acceptor;
   std::atomic<int> in_flight{0};
   std::atomic<bool> stopping{false};
+  bool started = false;
   uint16_t port = 0;
+  size_t next_loop = 0;  // accept loop only
 
   awaitable<void> Accept() {
     for (;;) {
-      auto [ec, socket] = co_await acceptor.async_accept(kNoThrow);
+      auto& all = loops->impl().loops;
+      auto& loop = *all[next_loop++ % all.size()];
+      // Accepted straight onto the loop that will serve the connection.
+      auto [ec, socket] = co_await acceptor->async_accept(loop.ioc, kNoThrow);
       if (ec) {
         if (stopping || ec == asio::error::operation_aborted) co_return;
         continue;
       }
-      auto strand = asio::make_strand(ioc);
-      asio::co_spawn(strand, Session(tcp::socket(std::move(socket))), asio::detached);
+      boost::system::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);
+      asio::co_spawn(loop.ioc, Session(std::move(socket)), asio::detached);
     }
   }
 
@@ -264,33 +272,39 @@ struct Server::Impl {
   }
 };
 
-Server::Server(ServerOptions options, Handler handler) : impl_(std::make_unique<Impl>()) {
+Server::Server(ServerOptions options, Handler handler, std::shared_ptr<EventLoops> loops)
+    : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
   impl_->handler = std::move(handler);
+  impl_->loops = std::move(loops);
 }
 
 Server::~Server() { Stop(std::chrono::milliseconds(0)); }
 
 Status Server::Start() {
   Impl& s = *impl_;
+  if (!s.loops) {
+    s.loops = std::make_shared<EventLoops>(s.options.threads);
+    s.owns_loops = true;
+  }
+  auto& accept_loop = *s.loops->impl().loops[0];
+  s.acceptor = std::make_unique<tcp::acceptor>(accept_loop.ioc);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(s.options.host, ec);
   if (ec)
     return Status::Error(fmt::format("bad listen address {}: {}", s.options.host, ec.message()));
   const tcp::endpoint endpoint(address, s.options.port);
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  s.acceptor->open(endpoint.protocol(), ec);
+  if (!ec) s.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor->bind(endpoint, ec);
+  if (!ec) s.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Status::Error(
         fmt::format("cannot listen on {}:{}: {}", s.options.host, s.options.port, ec.message()));
   }
-  s.port = s.acceptor.local_endpoint().port();
-  asio::co_spawn(s.ioc, s.Accept(), asio::detached);
-  for (int i = 0; i < std::max(1, s.options.threads); ++i) {
-    s.threads.emplace_back([&s] { s.ioc.run(); });
-  }
+  s.port = s.acceptor->local_endpoint().port();
+  asio::co_spawn(accept_loop.ioc, s.Accept(), asio::detached);
+  s.started = true;
   return Status::Ok();
 }
 
@@ -298,19 +312,22 @@ uint16_t Server::port() const { return impl_->port; }
 
 void Server::Stop(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
-  if (s.threads.empty()) return;
+  if (!s.started) return;
+  s.started = false;
   s.stopping = true;
-  asio::post(s.ioc, [&s] {
+  std::promise<void> closed;
+  asio::post(s.acceptor->get_executor(), [&s, &closed] {
     boost::system::error_code ignored;
-    s.acceptor.close(ignored);
+    s.acceptor->close(ignored);
+    closed.set_value();
   });
+  closed.get_future().wait_for(std::chrono::seconds(1));
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (s.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  s.ioc.stop();
-  for (auto& t : s.threads) t.join();
-  s.threads.clear();
+  // Shared loops are stopped by their owner, after whatever else runs on them.
+  if (s.owns_loops) s.loops->Stop();
 }
 
 }  // namespace kvgate::http

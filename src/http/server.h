@@ -48,15 +48,18 @@ using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
-  int threads = 1;
+  int threads = 1;  // when the server runs its own loops
   size_t max_body_bytes = 32u << 20;
   std::chrono::seconds header_timeout{30};  // to receive a whole request
   std::chrono::seconds idle_timeout{120};   // keep-alive without a request
 };
 
+class EventLoops;
+
 class Server {
  public:
-  Server(ServerOptions options, Handler handler);
+  // Without `loops`, the server runs its own `options.threads` loops.
+  Server(ServerOptions options, Handler handler, std::shared_ptr<EventLoops> loops = nullptr);
   ~Server();  // stops
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

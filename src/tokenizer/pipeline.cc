@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "tokenizer/pipeline.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -95,8 +96,17 @@ class SequenceNormalizer : public Normalizer {
 
 class UnicodeNormalizer : public Normalizer {
  public:
-  explicit UnicodeNormalizer(int options) : options_(options) {}
+  // Text whose bytes are all below `first_changing_byte` is already normalized: ASCII for
+  // every form, and for NFC everything below U+0300 (lead byte 0xCC), where combining marks
+  // begin. Most prompts take this path and skip utf8proc entirely.
+  UnicodeNormalizer(int options, unsigned char first_changing_byte)
+      : options_(options), first_changing_byte_(first_changing_byte) {}
   void Apply(std::string& text) const override {
+    if (std::all_of(text.begin(), text.end(), [this](char c) {
+          return static_cast<unsigned char>(c) < first_changing_byte_;
+        })) {
+      return;
+    }
     utf8proc_uint8_t* result = nullptr;
     const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                                 static_cast<utf8proc_ssize_t>(text.size()), &result,
@@ -107,6 +117,7 @@ class UnicodeNormalizer : public Normalizer {
 
  private:
   int options_;
+  unsigned char first_changing_byte_;
 };
 
 class LowercaseNormalizer : public Normalizer {
@@ -419,15 +430,15 @@ Status MakeNormalizer(const json::value& config, std::unique_ptr<Normalizer>* ou
     }
     *out = std::move(seq);
   } else if (type == "NFC") {
-    *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE, 0xCC);
   } else if (type == "NFD") {
-    *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE);
+    *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, 0x80);
   } else if (type == "NFKC") {
     *out =
-        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
+        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, 0x80);
   } else if (type == "NFKD") {
     *out =
-        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, 0x80);
   } else if (type == "Lowercase") {
     *out = std::make_unique<LowercaseNormalizer>();
   } else if (type == "Replace") {

@@ -121,10 +121,15 @@ class Gateway:
     def close(self):
         if self.proc.poll() is None:
             self.proc.terminate()
-        self.proc.wait(30)
+        rc = self.proc.wait(30)
         self.proc.stdout.close()
+        self.log.seek(0)
+        log = self.log.read()
         self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        # A clean exit on SIGTERM (under the sanitizers: no error, no leak).
+        assert rc == 0, f"kvgate serve exited {rc}: {log[-3000:]}"
+        assert "Sanitizer" not in log, log[-3000:]
 
 
 def worker_config(mocker, engine="vllm"):
