@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "replay/live.h"
 #include "replay/report.h"
 #include "replay/simulator.h"
 
@@ -26,15 +27,11 @@ struct ReplayFlags {
   std::string out;
   std::string plot;
   std::string url;
+  std::string model;
   routing::KvWeights kv;
 };
 
 int Replay(const ReplayFlags& f) {
-  if (!f.url.empty()) {
-    std::cerr << "kvgate replay: live mode (--url) needs the gateway, which has not landed yet "
-                 "(issue #8)\n";
-    return 2;
-  }
   std::vector<routing::Policy> policies;
   std::stringstream list(f.policies);
   for (std::string name; std::getline(list, name, ',');) {
@@ -71,16 +68,43 @@ int Replay(const ReplayFlags& f) {
   report.trace_requests = trace.requests.size();
   report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
   const bool tty = isatty(STDERR_FILENO);
-  for (routing::Policy policy : policies) {
-    auto progress = [&](size_t done, size_t total) {
+  auto progress_for = [tty](std::string_view name) {
+    return [tty, name](size_t done, size_t total) {
       if (!tty) return;
       const int width = 40;
       const int filled = static_cast<int>(width * done / std::max<size_t>(1, total));
-      std::cerr << '\r' << routing::PolicyName(policy) << " [" << std::string(filled, '#')
+      std::cerr << '\r' << name << " [" << std::string(filled, '#')
                 << std::string(width - filled, ' ') << "] " << done << '/' << total
                 << (done == total ? "\n" : "") << std::flush;
     };
-    const replay::PolicyRun run = replay::RunOffline(trace, policy, options, progress);
+  };
+  if (!f.url.empty()) {
+    // Live: the gateway routes with its own policy; one run, labelled "live".
+    replay::LiveOptions live;
+    live.url = f.url;
+    live.model = f.model;
+    live.trace_block_size = f.trace_block_size;
+    live.speed = f.speed;
+    replay::PolicyRun run;
+    if (Status s = replay::RunLive(trace, live, &run, progress_for("live")); !s.ok()) {
+      std::cerr << "kvgate replay: " << s.message() << '\n';
+      if (run.requests.empty()) return 1;
+    }
+    uint32_t workers = 1;
+    size_t succeeded = 0;
+    for (const auto& r : run.requests) {
+      workers = std::max(workers, r.worker + 1);
+      succeeded += r.rejected ? 0 : 1;
+    }
+    if (succeeded == 0 && !run.requests.empty()) {
+      std::cerr << "kvgate replay: no request succeeded against " << f.url << '\n';
+      return 1;
+    }
+    report.policies.push_back(replay::Summarize(run, workers, f.block_size));
+  }
+  for (routing::Policy policy : f.url.empty() ? policies : std::vector<routing::Policy>{}) {
+    const replay::PolicyRun run =
+        replay::RunOffline(trace, policy, options, progress_for(routing::PolicyName(policy)));
     report.policies.push_back(replay::Summarize(run, f.workers, f.block_size));
   }
   std::cout << replay::ReportTable(report);
@@ -123,7 +147,10 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", f.out, "Write the JSON report here");
   cmd->add_option("--plot", f.plot,
                   "Write SVG plots (ttft_cdf.svg, reuse.svg) into this directory");
-  cmd->add_option("--url", f.url, "Replay live against a running gateway");
+  cmd->add_option("--url", f.url,
+                  "Replay live against a running gateway (e.g. http://127.0.0.1:8000): "
+                  "streaming token-id completions at trace times; --policy is the gateway's");
+  cmd->add_option("--model", f.model, "Model name for live requests (default: the gateway's)");
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();
   cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")

@@ -33,7 +33,7 @@ json::object PercentilesJson(const Percentiles& p) {
 
 PolicySummary Summarize(const PolicyRun& run, uint32_t workers, uint32_t block_size) {
   PolicySummary s;
-  s.policy = std::string(routing::PolicyName(run.policy));
+  s.policy = run.label.empty() ? std::string(routing::PolicyName(run.policy)) : run.label;
   s.requests_per_worker.assign(workers, 0);
   s.wall_seconds = run.wall_seconds;
   std::vector<double> ttft, itl, e2e;

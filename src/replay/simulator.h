@@ -38,7 +38,8 @@ struct RequestMetrics {
 };
 
 struct PolicyRun {
-  routing::Policy policy;
+  routing::Policy policy = routing::Policy::kKv;
+  std::string label;  // names the run instead of the policy (e.g. "live")
   std::vector<RequestMetrics> requests;
   double wall_seconds = 0;
   uint64_t steps = 0;

@@ -67,6 +67,10 @@ class ReplayTest(unittest.TestCase):
             # of 16: min(600 // 16 * 16 = 592, (700 - 1) // 16 * 16 = 688) = 592 tokens.
             self.assertAlmostEqual(report["trace"]["ideal_reuse"], 592 / 1300)
             self.assertAlmostEqual(report["policies"][0]["reuse"], 592 / 1300)
+            code, _, err = run(["replay", "--trace", trace, "--url", "http://127.0.0.1:1"],
+                               check=False)
+            self.assertEqual(code, 1)
+            self.assertIn("no request succeeded", err)
             with open(trace, "a") as f:
                 f.write("not json\n")
             code, _, err = run(["replay", "--trace", trace], check=False)
@@ -75,8 +79,35 @@ class ReplayTest(unittest.TestCase):
         code, _, err = run(["replay", "--policy", "kv,best"], check=False)
         self.assertEqual(code, 2)
         self.assertIn("best", err)
-        code, _, err = run(["replay", "--url", "http://127.0.0.1:1"], check=False)
-        self.assertEqual(code, 2)
+
+    def test_live_against_the_gateway_reaches_ideal_reuse(self):
+        """Requests spaced out in time, so each finds its prefix's events already indexed:
+        the gateway's kv routing then serves exactly what one infinite cache would."""
+        from test_gateway import Gateway
+        requests = [([1, 2, 3], 96), ([1, 2, 4], 90), ([5, 6], 64), ([1, 2, 3, 7], 128),
+                    ([5, 6, 8], 96), ([9], 32)]
+        gw = Gateway("--mock-workers", "2", "--mock-speedup", "20")
+        try:
+            with tempfile.TemporaryDirectory() as d:
+                trace = os.path.join(d, "t.jsonl")
+                with open(trace, "w") as f:
+                    for i, (ids, n) in enumerate(requests):
+                        f.write(json.dumps({"timestamp": 300 * i, "input_length": n,
+                                            "output_length": 4, "hash_ids": ids}) + "\n")
+                out = os.path.join(d, "r.json")
+                run(["replay", "--url", gw.url, "--trace", trace, "--trace-block-size", "32",
+                     "--out", out], timeout=60)
+                with open(out) as f:
+                    report = json.load(f)
+        finally:
+            gw.close()
+        (live,) = report["policies"]
+        self.assertEqual(live["policy"], "live")
+        self.assertEqual(live["requests"], len(requests))
+        self.assertGreater(report["trace"]["ideal_reuse"], 0.3)
+        self.assertAlmostEqual(live["reuse"], report["trace"]["ideal_reuse"])
+        self.assertGreater(live["ttft_ms"]["p50"], 0)
+        self.assertGreater(live["e2e_ms"]["p50"], live["ttft_ms"]["p50"])
 
 
 if __name__ == "__main__":
