@@ -123,7 +123,8 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", f.config_file, "YAML config file (flags override it)");
   cmd->add_option("--host", f.host, "Listen address (default 127.0.0.1)");
   cmd->add_option("--port", f.port, "Listen port (default 8000; 0: any free port)");
-  cmd->add_option("--threads", f.threads, "Event-loop threads (default 2)")->check(CLI::Range(1, 256));
+  cmd->add_option("--threads", f.threads, "Event-loop threads (default 2)")
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--model-dir", f.model_dir,
                   "Model dir: tokenizer.json, tokenizer_config.json, config.json");
   cmd->add_option("--model", f.model, "Served model name (default kvgate-mock)");

@@ -80,7 +80,8 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
       if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids);
       if (prompt->is_array()) {
         const json::array& a = prompt->as_array();
-        if (a.size() == 1 && a[0].is_string()) return TextTokens(a[0].as_string(), true, model, ids);
+        if (a.size() == 1 && a[0].is_string())
+          return TextTokens(a[0].as_string(), true, model, ids);
         if (a.size() == 1 && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
         return TokenIds(a, "prompt", ids);
       }

@@ -52,7 +52,8 @@ json::value FromRawInt32(const json::string& data, const ExpertsContext& c, std:
   }
   const uint64_t rows = *bytes / row_bytes;
   if (auto expected = RowsFromCounts(c); expected && *expected != rows) {
-    *problem = fmt::format("routed experts: {} rows, but the token counts imply {}", rows, *expected);
+    *problem =
+        fmt::format("routed experts: {} rows, but the token counts imply {}", rows, *expected);
     return nullptr;
   }
   return Result(data, "int32", rows, c.layers, c.top_k, c.start);  // the engine's string as is
@@ -92,9 +93,11 @@ json::value FromNpy(std::string_view b64, const ExpertsContext& c, std::string* 
   std::string_view descr = value_after("'descr'");
   std::string_view dtype;
   size_t itemsize = 0;
-  for (auto [code, name, size] :
-       {std::tuple{"'|u1'", "uint8", 1}, {"'<u1'", "uint8", 1}, {"'<u2'", "uint16", 2},
-        {"'<i2'", "int16", 2}, {"'<i4'", "int32", 4}}) {
+  for (auto [code, name, size] : {std::tuple{"'|u1'", "uint8", 1},
+                                  {"'<u1'", "uint8", 1},
+                                  {"'<u2'", "uint16", 2},
+                                  {"'<i2'", "int16", 2},
+                                  {"'<i4'", "int32", 4}}) {
     if (descr.substr(0, std::string_view(code).size()) == code) {
       dtype = name;
       itemsize = static_cast<size_t>(size);

@@ -23,8 +23,7 @@ void AskForRoutedExperts(EngineKind kind, uint64_t start, boost::json::object& b
 // normalized, under `nvext`; `start` is what the engine reported it applied.
 // Looks in choices[i].routed_experts (vLLM), sglext.routed_experts (SGLang OpenAI) and
 // meta_info.routed_experts (SGLang /generate).
-bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder,
-                       uint64_t* start);
+bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder, uint64_t* start);
 
 // Prompt and completion token counts a response (or a usage chunk) reports.
 struct TokenCounts {

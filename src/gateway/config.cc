@@ -21,8 +21,8 @@ void ReadSection(const YAML::Node& node, const std::string& where, const Readers
     const std::string key = kv.first.as<std::string>();
     auto it = readers.find(key);
     if (it == readers.end()) {
-      throw std::runtime_error(fmt::format("unknown key '{}{}'", where.empty() ? "" : where + ".",
-                                           key));
+      throw std::runtime_error(
+          fmt::format("unknown key '{}{}'", where.empty() ? "" : where + ".", key));
     }
     it->second(kv.second);
   }
@@ -50,10 +50,9 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
       root, "",
       {{"listen",
         [&](const YAML::Node& n) {
-          ReadSection(n, "listen",
-                      {{"host", Into(c.host)},
-                       {"port", Into(c.port)},
-                       {"threads", Into(c.threads)}});
+          ReadSection(
+              n, "listen",
+              {{"host", Into(c.host)}, {"port", Into(c.port)}, {"threads", Into(c.threads)}});
         }},
        {"model",
         [&](const YAML::Node& n) {

@@ -53,7 +53,7 @@ struct GatewayConfig {
   // `model`, and they seed the block hashes.
   std::vector<std::string> models;
   std::vector<std::string> lora_adapters;
-  std::string model_dir;  // tokenizer.json, tokenizer_config.json, config.json
+  std::string model_dir;    // tokenizer.json, tokenizer_config.json, config.json
   uint32_t moe_layers = 0;  // from config.json when 0
   uint32_t moe_top_k = 0;
 

@@ -194,7 +194,8 @@ struct Gateway::Impl {
     } else if (path == "/generate") {
       api = api::Api::kGenerate;
     } else if (path == "/v1/models") {
-      if (!Authorized(req)) return Reply(*r, path, 401, "missing or invalid API key", "authentication_error");
+      if (!Authorized(req))
+        return Reply(*r, path, 401, "missing or invalid API key", "authentication_error");
       if (req.method != "GET") return Reply(*r, path, 405, "use GET");
       return r->Send(200, "application/json", ModelsBody());
     } else {
@@ -211,8 +212,8 @@ struct Gateway::Impl {
   std::string ModelsBody() const {
     json::array data;
     for (const std::string& m : config.models) {
-      data.push_back(json::object{
-          {"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "kvgate"}});
+      data.push_back(
+          json::object{{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "kvgate"}});
     }
     for (const std::string& a : config.lora_adapters) {
       data.push_back(json::object{{"id", a},
@@ -268,8 +269,7 @@ struct Gateway::Impl {
       if (adapters.contains(name)) {
         lora_name = name;
       } else if (!models.contains(name)) {
-        throw Rejection{404, fmt::format("the model '{}' does not exist", name),
-                        "not_found_error"};
+        throw Rejection{404, fmt::format("the model '{}' does not exist", name), "not_found_error"};
       }
     }
     const bool stream = BoolField(o, "stream");
@@ -347,19 +347,24 @@ struct Gateway::Impl {
     metrics.upstream_errors.Render(out);
     metrics.experts_invalid.Render(out);
 
-    CounterFamily in_flight_gauge{"kvgate_requests_in_flight", "Client requests in flight.", {}, true};
+    CounterFamily in_flight_gauge{
+        "kvgate_requests_in_flight", "Client requests in flight.", {}, true};
     in_flight_gauge.Set({}, static_cast<double>(in_flight.load()));
     in_flight_gauge.Render(out);
-    CounterFamily healthy{"kvgate_worker_healthy", "1 when the worker is in routing.", {"worker"}, true};
+    CounterFamily healthy{
+        "kvgate_worker_healthy", "1 when the worker is in routing.", {"worker"}, true};
     CounterFamily active_requests{"kvgate_worker_active_requests",
                                   "Requests routed to the worker and not finished.",
-                                  {"worker", "dp_rank"}, true};
+                                  {"worker", "dp_rank"},
+                                  true};
     CounterFamily active_prefill{"kvgate_worker_active_prefill_tokens",
                                  "Prompt tokens routed to the worker awaiting their first token.",
-                                 {"worker", "dp_rank"}, true};
+                                 {"worker", "dp_rank"},
+                                 true};
     CounterFamily decode_blocks{"kvgate_worker_active_decode_blocks",
                                 "KV blocks of requests decoding on the worker.",
-                                {"worker", "dp_rank"}, true};
+                                {"worker", "dp_rank"},
+                                true};
     for (uint32_t id = 0; id < workers->size(); ++id) {
       healthy.Set({std::to_string(id)}, workers->healthy(id) ? 1 : 0);
       for (uint32_t rank = 0; rank < workers->worker(id).config.dp_size; ++rank) {
@@ -377,18 +382,21 @@ struct Gateway::Impl {
 
     CounterFamily batches{"kvgate_kv_event_batches_total", "KV event batches applied.", {"worker"}};
     CounterFamily invalid{"kvgate_kv_events_invalid_total",
-                          "KV events that could not be decoded (skipped).", {"worker"}};
+                          "KV events that could not be decoded (skipped).",
+                          {"worker"}};
     CounterFamily bad{"kvgate_kv_event_bad_messages_total",
-                      "KV event messages with bad frames or payloads.", {"worker"}};
-    CounterFamily gaps{"kvgate_kv_event_gaps_total", "Sequence gaps in KV event streams.",
-                       {"worker"}};
+                      "KV event messages with bad frames or payloads.",
+                      {"worker"}};
+    CounterFamily gaps{
+        "kvgate_kv_event_gaps_total", "Sequence gaps in KV event streams.", {"worker"}};
     CounterFamily replays{"kvgate_kv_event_replays_total", "Replay requests sent.", {"worker"}};
-    CounterFamily lost{"kvgate_kv_event_lost_batches_total",
-                       "Batches never recovered after a gap.", {"worker"}};
-    CounterFamily restarts{"kvgate_kv_event_restarts_total", "Engine restarts detected.",
-                           {"worker"}};
+    CounterFamily lost{
+        "kvgate_kv_event_lost_batches_total", "Batches never recovered after a gap.", {"worker"}};
+    CounterFamily restarts{
+        "kvgate_kv_event_restarts_total", "Engine restarts detected.", {"worker"}};
     CounterFamily skipped{"kvgate_kv_stores_skipped_total",
-                          "Stored events not applied, by reason.", {"worker", "reason"}};
+                          "Stored events not applied, by reason.",
+                          {"worker", "reason"}};
     for (const auto& [worker, s] : subscriber->Stats()) {
       const LabelValues w{std::to_string(worker)};
       batches.Add(w, static_cast<double>(s.stream.batches));
@@ -400,9 +408,11 @@ struct Gateway::Impl {
       restarts.Add(w, static_cast<double>(s.stream.restarts));
       skipped.Add({w[0], "unknown_parent"}, static_cast<double>(s.apply.unknown_parent));
       skipped.Add({w[0], "block_size_mismatch"}, static_cast<double>(s.apply.block_size_mismatch));
-      skipped.Add({w[0], "token_count_mismatch"}, static_cast<double>(s.apply.token_count_mismatch));
+      skipped.Add({w[0], "token_count_mismatch"},
+                  static_cast<double>(s.apply.token_count_mismatch));
     }
-    for (const CounterFamily* f : {&batches, &invalid, &bad, &gaps, &replays, &lost, &restarts, &skipped}) {
+    for (const CounterFamily* f :
+         {&batches, &invalid, &bad, &gaps, &replays, &lost, &restarts, &skipped}) {
       f->Render(out);
     }
     const kv::IndexStats stats = index->Stats();
@@ -444,10 +454,9 @@ Status Gateway::Start() {
     if (Status s = g.workers->Add(w); !s.ok()) return s;
   }
   g.workers->StartHealthChecks();
-  g.services.reset(new ProxyServices{*g.router, *g.workers, *g.client, g.metrics, c.moe_layers,
-                                     c.moe_top_k, c.limits.connect_timeout,
-                                     c.limits.first_byte_timeout, c.limits.idle_timeout,
-                                     &g.in_flight});
+  g.services.reset(new ProxyServices{
+      *g.router, *g.workers, *g.client, g.metrics, c.moe_layers, c.moe_top_k,
+      c.limits.connect_timeout, c.limits.first_byte_timeout, c.limits.idle_timeout, &g.in_flight});
 
   http::ServerOptions so;
   so.host = c.host;

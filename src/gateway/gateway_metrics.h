@@ -7,8 +7,8 @@
 namespace kvgate::gateway {
 
 struct GatewayMetrics {
-  CounterFamily requests{"kvgate_requests_total", "Client requests by route and HTTP status.",
-                         {"route", "status"}};
+  CounterFamily requests{
+      "kvgate_requests_total", "Client requests by route and HTTP status.", {"route", "status"}};
   HistogramFamily request_seconds{"kvgate_request_duration_seconds",
                                   "Time from request received to response complete.",
                                   {"route"},
@@ -17,14 +17,12 @@ struct GatewayMetrics {
                                "Time from request received to the first response byte.",
                                {"route"},
                                LatencyBuckets()};
-  CounterFamily routed{"kvgate_routing_decisions_total", "Requests routed, by worker.",
-                       {"worker"}};
+  CounterFamily routed{"kvgate_routing_decisions_total", "Requests routed, by worker.", {"worker"}};
   CounterFamily predicted_blocks{"kvgate_predicted_overlap_blocks_total",
                                  "Cached prefix blocks the router predicted, by worker.",
                                  {"worker"}};
-  CounterFamily prompt_blocks{"kvgate_routed_prompt_blocks_total",
-                              "Full prompt blocks of routed requests.",
-                              {}};
+  CounterFamily prompt_blocks{
+      "kvgate_routed_prompt_blocks_total", "Full prompt blocks of routed requests.", {}};
   CounterFamily retries{"kvgate_upstream_retries_total",
                         "Requests retried on another worker before any byte reached the client.",
                         {}};

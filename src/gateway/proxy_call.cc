@@ -19,7 +19,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
 bool IsFinalChunk(const json::object& chunk) {
   if (const json::value* choices = chunk.if_contains("choices"); choices && choices->is_array()) {
     for (const json::value& c : choices->as_array()) {
-      const json::value* reason = c.is_object() ? c.as_object().if_contains("finish_reason") : nullptr;
+      const json::value* reason =
+          c.is_object() ? c.as_object().if_contains("finish_reason") : nullptr;
       if (reason && !reason->is_null()) return true;
     }
   }
@@ -33,7 +34,8 @@ bool IsFinalChunk(const json::object& chunk) {
 // A chunk left with nothing for the client once kvgate took what it moved elsewhere.
 bool IsEmptyChunk(const json::object& chunk) {
   const json::value* choices = chunk.if_contains("choices");
-  const bool no_choices = choices == nullptr || (choices->is_array() && choices->as_array().empty());
+  const bool no_choices =
+      choices == nullptr || (choices->is_array() && choices->as_array().empty());
   return no_choices && !chunk.contains("usage") && !chunk.contains("meta_info") &&
          !chunk.contains("text");
 }
@@ -194,7 +196,8 @@ void ProxyCall::WriteEvent(const json::object& chunk) {
 void ProxyCall::FlushFinal() {
   if (final_flushed_) return;
   final_flushed_ = true;
-  json::object chunk = final_chunk_ ? std::move(*final_chunk_) : json::object{{"choices", json::array{}}};
+  json::object chunk =
+      final_chunk_ ? std::move(*final_chunk_) : json::object{{"choices", json::array{}}};
   final_chunk_.reset();
   chunk["nvext"] = Nvext();
   WriteEvent(chunk);
@@ -233,10 +236,12 @@ void ProxyCall::OnDone(const Status& status) {
                                                       body_.substr(0, 300))
                                         : fmt::format("worker {}: {}", worker, status.message());
     if (Retry()) return;
-    const int code = !status.ok() && status.message().find("timed out") != std::string::npos ? 504 : 502;
+    const int code =
+        !status.ok() && status.message().find("timed out") != std::string::npos ? 504 : 502;
     services_.router.OnFailed(decision_.id);
     Finish(code);
-    return responder_->Send(code, "application/json", http::OpenAiError(code, why, "upstream_error"));
+    return responder_->Send(code, "application/json",
+                            http::OpenAiError(code, why, "upstream_error"));
   }
   if (streaming_) {
     if (!status.ok()) {

@@ -15,8 +15,8 @@ class HealthProbe : public http::ResponseSink {
     if (s.ok() && status_ == 200) {
       pool_.ReportSuccess(id_);
     } else {
-      pool_.ReportFailure(id_, s.ok() ? fmt::format("health check status {}", status_)
-                                      : s.message());
+      pool_.ReportFailure(id_,
+                          s.ok() ? fmt::format("health check status {}", status_) : s.message());
     }
   }
 

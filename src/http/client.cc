@@ -106,8 +106,8 @@ struct Client::Impl {
                       std::shared_ptr<ResponseSink> sink) {
     Pool& pool = pools[loop.index];
     const std::string key = endpoint.key();
-    bhttp::request<bhttp::string_body> msg{
-        bhttp::string_to_verb(request.method), request.target, 11};
+    bhttp::request<bhttp::string_body> msg{bhttp::string_to_verb(request.method), request.target,
+                                           11};
     msg.set(bhttp::field::host, key);
     msg.set(bhttp::field::user_agent, "kvgate");
     if (!request.body.empty() || request.method == "POST") {
@@ -124,10 +124,9 @@ struct Client::Impl {
       if (!conn) {
         conn = std::make_unique<Connection>(loop.ioc.get_executor());
         if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
-          sink->OnDone(Status::Error(fmt::format("connect to {}: {}", key,
-                                                 ec == beast::error::timeout
-                                                     ? std::string("timed out")
-                                                     : ec.message())));
+          sink->OnDone(Status::Error(
+              fmt::format("connect to {}: {}", key,
+                          ec == beast::error::timeout ? std::string("timed out") : ec.message())));
           co_return;
         }
       }
@@ -137,8 +136,8 @@ struct Client::Impl {
       parser.body_limit(boost::none);
       beast::error_code ec = wec;
       if (!ec) {
-        auto [hec, hn] = co_await bhttp::async_read_header(conn->stream, conn->buffer, parser,
-                                                           kNoThrow);
+        auto [hec, hn] =
+            co_await bhttp::async_read_header(conn->stream, conn->buffer, parser, kNoThrow);
         ec = hec;
       }
       if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
@@ -157,8 +156,8 @@ struct Client::Impl {
           co_return;  // the connection is dropped, which aborts the upstream request
         }
         conn->stream.expires_after(request.timeouts.idle);
-        auto [rec, rn] = co_await bhttp::async_read_some(conn->stream, conn->buffer, parser,
-                                                         kNoThrow);
+        auto [rec, rn] =
+            co_await bhttp::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
         if (rec) {
           sink->OnDone(Status::Error(fmt::format(
               "response from {} cut short: {}", key,

@@ -56,7 +56,7 @@ class ResponseSink {
 class EventLoops;
 
 struct ClientOptions {
-  int threads = 1;  // when the client runs its own loops
+  int threads = 1;                     // when the client runs its own loops
   size_t max_idle_per_endpoint = 256;  // per loop
 };
 

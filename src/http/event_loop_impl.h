@@ -30,7 +30,8 @@ struct EventLoops::Impl {
   }
   // The current loop when called on one, else the next in turn.
   Loop& Pick() {
-    if (Loop* c = Current(); c != nullptr && c->index < loops.size() && loops[c->index].get() == c) {
+    if (Loop* c = Current();
+        c != nullptr && c->index < loops.size() && loops[c->index].get() == c) {
       return *c;
     }
     return *loops[next.fetch_add(1, std::memory_order_relaxed) % loops.size()];

@@ -1,6 +1,6 @@
-// One coroutine per connection on its event loop's thread: read a request, hand it to the handler with a
-// Responder, then deliver whatever the Responder queues (from any thread) until the
-// response is complete; repeat while the client keeps the connection alive.
+// One coroutine per connection on its event loop's thread: read a request, hand it to the handler
+// with a Responder, then deliver whatever the Responder queues (from any thread) until the response
+// is complete; repeat while the client keeps the connection alive.
 #include "http/server.h"
 
 #include <atomic>

@@ -48,7 +48,7 @@ using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
-  int threads = 1;  // when the server runs its own loops
+  int threads = 1;    // when the server runs its own loops
   size_t max_body_bytes = 32u << 20;
   std::chrono::seconds header_timeout{30};  // to receive a whole request
   std::chrono::seconds idle_timeout{120};   // keep-alive without a request

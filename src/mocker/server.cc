@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "api/prompt.h"
 #include "common/base64.h"
 #include "common/log.h"
 #include "http/server.h"
 #include "mocker/event_publisher.h"
-#include "api/prompt.h"
 
 namespace kvgate::mocker {
 namespace {

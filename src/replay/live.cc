@@ -72,7 +72,8 @@ class LiveRequest : public http::ResponseSink {
     if (const json::value* usage = chunk.if_contains("usage"); usage && usage->is_object()) {
       const json::object& u = usage->as_object();
       if (const json::value* d = u.if_contains("prompt_tokens_details"); d && d->is_object()) {
-        if (const json::value* c = d->as_object().if_contains("cached_tokens"); c && c->is_int64()) {
+        if (const json::value* c = d->as_object().if_contains("cached_tokens");
+            c && c->is_int64()) {
           m_.cached_tokens = static_cast<uint32_t>(c->as_int64());
         }
       }
@@ -111,18 +112,18 @@ Status RunLive(const Trace& trace, const LiveOptions& options, PolicyRun* run,
   for (size_t i = 0; i < trace.requests.size(); ++i) {
     const TraceRequest& r = trace.requests[i];
     const double arrival_ms = (r.timestamp_ms - t0) / options.speed;
-    std::this_thread::sleep_until(start + std::chrono::microseconds(
-                                              static_cast<int64_t>(arrival_ms * 1000)));
+    std::this_thread::sleep_until(
+        start + std::chrono::microseconds(static_cast<int64_t>(arrival_ms * 1000)));
     RequestMetrics& m = run->requests[i];
     m.arrival_ms = MsSince(start, Clock::now());
     const std::vector<uint32_t> prompt = PromptTokens(r, options.trace_block_size);
     m.prompt_tokens = static_cast<uint32_t>(prompt.size());
-    json::object body{{"prompt", json::array(prompt.begin(), prompt.end())},
-                      {"max_tokens", std::max<uint32_t>(1, r.output_length)},
-                      {"stream", true},
-                      {"stream_options", json::object{{"include_usage", true}}},
-                      {"nvext", json::object{{"extra_fields", json::array{"worker_id",
-                                                                          "cached_blocks"}}}}};
+    json::object body{
+        {"prompt", json::array(prompt.begin(), prompt.end())},
+        {"max_tokens", std::max<uint32_t>(1, r.output_length)},
+        {"stream", true},
+        {"stream_options", json::object{{"include_usage", true}}},
+        {"nvext", json::object{{"extra_fields", json::array{"worker_id", "cached_blocks"}}}}};
     if (!options.model.empty()) body["model"] = options.model;
     http::ClientRequest request;
     request.target = "/v1/completions";

@@ -1,5 +1,6 @@
-#include <algorithm>
 #include "tokenizer/pipeline.h"
+
+#include <algorithm>
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fmt/format.h>
@@ -434,11 +435,11 @@ Status MakeNormalizer(const json::value& config, std::unique_ptr<Normalizer>* ou
   } else if (type == "NFD") {
     *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE, 0x80);
   } else if (type == "NFKC") {
-    *out =
-        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT, 0x80);
+    *out = std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
+                                               0x80);
   } else if (type == "NFKD") {
-    *out =
-        std::make_unique<UnicodeNormalizer>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, 0x80);
+    *out = std::make_unique<UnicodeNormalizer>(
+        UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, 0x80);
   } else if (type == "Lowercase") {
     *out = std::make_unique<LowercaseNormalizer>();
   } else if (type == "Replace") {

@@ -49,7 +49,8 @@ std::string Int32Bytes(const std::vector<int32_t>& v) {
 
 // A .npy v1 file as numpy writes it.
 std::string Npy(const std::string& descr, const std::string& shape, const std::string& data) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string out = "\x93NUMPY";
@@ -88,8 +89,10 @@ TEST(RoutedExperts, SglangStringPassesThroughUnchanged) {
 }
 
 TEST(RoutedExperts, NpyHeaderStrippedForEveryDtype) {
-  for (auto [descr, dtype, size] : {std::tuple{"|u1", "uint8", 1}, {"<u2", "uint16", 2},
-                                    {"<i2", "int16", 2}, {"<i4", "int32", 4}}) {
+  for (auto [descr, dtype, size] : {std::tuple{"|u1", "uint8", 1},
+                                    {"<u2", "uint16", 2},
+                                    {"<i2", "int16", 2},
+                                    {"<i4", "int32", 4}}) {
     std::string data;
     for (int i = 0; i < 2 * 2 * 3 * size; ++i) data += static_cast<char>(i);
     const json::value native = json::string(Base64Encode(Npy(descr, "(2, 2, 3)", data)));
@@ -124,15 +127,16 @@ TEST(RoutedExperts, NestedListsBecomeInt32) {
   EXPECT_EQ(out.at("shape"), (json::array{2, 2, 3}));
   EXPECT_EQ(*Base64Decode(out.at("data").as_string()),
             Int32Bytes({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
-  for (const char* bad : {"[[[1,2,3],[4,5]]]", "[[[1,2,3]],[[4,5,6],[7,8,9]]]", "[[[1.5]]]",
-                          "[[1,2]]"}) {
+  for (const char* bad :
+       {"[[[1,2,3],[4,5]]]", "[[[1,2,3]],[[4,5,6],[7,8,9]]]", "[[[1.5]]]", "[[1,2]]"}) {
     EXPECT_TRUE(api::NormalizeRoutedExperts(json::parse(bad), Context(1, 1), &problem).is_null())
         << bad;
   }
 }
 
 TEST(RoutedExperts, NormalizedObjectPassesAndOtherTypesAreNull) {
-  const json::value ready = json::parse(R"({"data":"AAAA","dtype":"int32","shape":[1,1,1],"start":0})");
+  const json::value ready =
+      json::parse(R"({"data":"AAAA","dtype":"int32","shape":[1,1,1],"start":0})");
   std::string problem;
   EXPECT_EQ(api::NormalizeRoutedExperts(ready, Context(1, 1), &problem), ready);
   for (const char* bad : {"null", "42", "true", R"({"data":"AAAA"})"}) {
@@ -153,9 +157,11 @@ TEST(Engines, AskAndTakeRoutedExperts) {
 
   json::value holder;
   uint64_t start = 0;
-  json::object vllm = json::parse(
-      R"({"choices":[{"text":"a","routed_experts":"k05V","routed_experts_prompt_start":4}],
-          "usage":{"prompt_tokens":9,"completion_tokens":2}})").as_object();
+  json::object vllm =
+      json::parse(
+          R"({"choices":[{"text":"a","routed_experts":"k05V","routed_experts_prompt_start":4}],
+          "usage":{"prompt_tokens":9,"completion_tokens":2}})")
+          .as_object();
   ASSERT_TRUE(engines::TakeRoutedExperts(vllm, holder, &start));
   EXPECT_EQ(holder, "k05V");
   EXPECT_EQ(start, 4u);
@@ -165,9 +171,10 @@ TEST(Engines, AskAndTakeRoutedExperts) {
   EXPECT_EQ(counts.prompt, 9u);
   EXPECT_EQ(counts.completion, 2u);
 
-  json::object sglang = json::parse(
-      R"({"choices":[],"sglext":{"routed_experts":"AAAA","routed_experts_start_len":1}})")
-                            .as_object();
+  json::object sglang =
+      json::parse(
+          R"({"choices":[],"sglext":{"routed_experts":"AAAA","routed_experts_start_len":1}})")
+          .as_object();
   ASSERT_TRUE(engines::TakeRoutedExperts(sglang, holder, &start));
   EXPECT_EQ(start, 1u);
   EXPECT_FALSE(sglang.contains("sglext"));
@@ -220,7 +227,9 @@ TEST(Metrics, CountersAndHistogramsRenderPrometheusText) {
   c.Add({"/v1/a\"b", "200"}, 2);
   std::string out;
   c.Render(out);
-  EXPECT_EQ(out, "# HELP x_total X.\n# TYPE x_total counter\nx_total{route=\"/v1/a\\\"b\",status=\"200\"} 3\n");
+  EXPECT_EQ(out,
+            "# HELP x_total X.\n# TYPE x_total "
+            "counter\nx_total{route=\"/v1/a\\\"b\",status=\"200\"} 3\n");
   gateway::HistogramFamily h{"lat_seconds", "L.", {}, {0.1, 1}};
   h.Observe({}, 0.05);
   h.Observe({}, 0.5);
@@ -235,10 +244,11 @@ TEST(Metrics, CountersAndHistogramsRenderPrometheusText) {
 
 TEST(LossyUtf8, ReplacesMaximalInvalidSubsequences) {
   EXPECT_EQ(tokenizer::LossyUtf8("ok \xC3\xA9"), "ok \xC3\xA9");
-  EXPECT_EQ(tokenizer::LossyUtf8("\xEC\x9A!"), "\xEF\xBF\xBD!");        // truncated 3-byte
+  EXPECT_EQ(tokenizer::LossyUtf8("\xEC\x9A!"), "\xEF\xBF\xBD!");            // truncated 3-byte
   EXPECT_EQ(tokenizer::LossyUtf8("\x80\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // lone continuations
-  EXPECT_EQ(tokenizer::LossyUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(tokenizer::LossyUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");      // truncated 4-byte
+  EXPECT_EQ(tokenizer::LossyUtf8("\xED\xA0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                // surrogate
+  EXPECT_EQ(tokenizer::LossyUtf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");  // truncated 4-byte
 }
 
 }  // namespace
