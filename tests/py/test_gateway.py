@@ -87,6 +87,13 @@ class Gateway:
         assert events[-1] == "[DONE]", events
         return [json.loads(e) for e in events[:-1]]
 
+    def open_stream(self, body, path="/v1/completions"):
+        """A streaming request whose response the caller reads as it arrives."""
+        req = urllib.request.Request(self.url + path, method="POST",
+                                     data=json.dumps({**body, "stream": True}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        return urllib.request.urlopen(req, timeout=20)
+
     def metric(self, name, **labels):
         """Sum of the samples of `name` whose labels include `labels`."""
         _, text = self.request("GET", "/metrics")
@@ -366,12 +373,7 @@ class GatewayTest(unittest.TestCase):
         m = Mocker(speedup="1")  # real-time decode: ~6 ms per token
         gw = Gateway(config={"workers": [worker_config(m)]})
         try:
-            req = urllib.request.Request(
-                gw.url + "/v1/completions", method="POST",
-                data=json.dumps({"prompt": "tell me everything", "max_tokens": 3000,
-                                 "stream": True}).encode(),
-                headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=20) as r:
+            with gw.open_stream({"prompt": "tell me everything", "max_tokens": 3000}) as r:
                 self.assertTrue(r.readline().startswith(b"data: "))
                 m.kill()
                 rest = r.read().decode()  # returns: the gateway ends the stream
@@ -462,12 +464,7 @@ class GatewayTest(unittest.TestCase):
             self.assertEqual(cached_tokens(again[-1]["usage"]), nvext2["cached_blocks"] * BLOCK)
 
             # SIGTERM while a stream is in flight: it still completes, then the process exits.
-            req = urllib.request.Request(
-                gw.url + "/v1/completions", method="POST",
-                data=json.dumps({"prompt": "count slowly", "max_tokens": 60,
-                                 "stream": True}).encode(),
-                headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=20) as r:
+            with gw.open_stream({"prompt": "count slowly", "max_tokens": 60}) as r:
                 self.assertTrue(r.readline().startswith(b"data: "))
                 gw.proc.send_signal(signal.SIGTERM)
                 rest = r.read().decode()
