@@ -18,6 +18,7 @@ struct ServeFlags {
   std::optional<std::string> host, model_dir, mock_engine, policy, model;
   std::optional<uint16_t> port;
   std::optional<int> threads;
+  std::optional<size_t> max_body;
   std::optional<uint32_t> mock_workers, block_size, mock_num_blocks;
   std::optional<double> mock_speedup;
   std::vector<std::string> workers, api_keys;
@@ -56,6 +57,7 @@ int RunServe(const ServeFlags& f) {
   if (f.host) c.host = *f.host;
   if (f.port) c.port = *f.port;
   if (f.threads) c.threads = *f.threads;
+  if (f.max_body) c.limits.max_body_bytes = *f.max_body;
   if (f.model_dir) c.model_dir = *f.model_dir;
   if (f.model) c.models.insert(c.models.begin(), *f.model);
   if (f.block_size) c.block_size = *f.block_size;
@@ -136,6 +138,7 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--policy", f.policy, "kv|round_robin|random|least_loaded|approx (default kv)");
   cmd->add_option("--block-size", f.block_size, "Tokens per KV block (default 16)")
       ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--max-body", f.max_body, "Largest request body in bytes (default 32 MiB; 413)");
   cmd->add_option("--api-key", f.api_keys, "Require this API key (repeatable)");
   cmd->add_option("--api-keys-file", f.api_keys_file, "Require one of these keys (one per line)");
   cmd->callback([&exit_code] { exit_code = RunServe(f); });

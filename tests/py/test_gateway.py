@@ -275,6 +275,16 @@ class GatewayTest(unittest.TestCase):
                     np.testing.assert_array_equal(
                         decode(r["nvext"]["routed_experts"]),
                         formula_experts(prompt + gen["output_ids"], 0, LAYERS, TOPK, EXPERTS))
+                    if engine == "sglang":
+                        # SGLang's native API passes through; experts come from meta_info.
+                        _, g = gw.post("/generate", {
+                            "input_ids": prompt, "sampling_params": {"max_new_tokens": 5},
+                            "nvext": {"extra_fields": ["routed_experts"]}})
+                        self.assertEqual(g["output_ids"], gen["output_ids"])
+                        self.assertNotIn("routed_experts", g["meta_info"])
+                        np.testing.assert_array_equal(
+                            decode(g["nvext"]["routed_experts"]),
+                            formula_experts(prompt + gen["output_ids"], 0, LAYERS, TOPK, EXPERTS))
                     self.assertEqual(gw.metric("kvgate_routed_experts_invalid_total"), 0)
                 finally:
                     gw.close()
@@ -386,8 +396,8 @@ class GatewayTest(unittest.TestCase):
 
     def test_client_errors_and_metrics_format(self):
         m = Mocker()
-        gw = Gateway("--api-key", "sk-test", config={
-            "workers": [worker_config(m)], "limits": {"max_body_bytes": 1000000}})
+        gw = Gateway("--api-key", "sk-test", "--max-body", "1000000", config={
+            "workers": [worker_config(m)], "model": {"lora_adapters": ["my-lora"]}})
         try:
             auth = {"Authorization": "Bearer sk-test"}
             ok = {"prompt": "hi", "max_tokens": 2}
@@ -418,7 +428,10 @@ class GatewayTest(unittest.TestCase):
             status, text = gw.request("POST", "/v1/completions", ok, auth)
             self.assertEqual(status, 200, text)
             status, text = gw.request("GET", "/v1/models", None, auth)
-            self.assertEqual(json.loads(text)["data"][0]["id"], "kvgate-mock")
+            self.assertEqual([m["id"] for m in json.loads(text)["data"]], ["kvgate-mock", "my-lora"])
+            # An adapter is a model the gateway accepts (its name seeds the block hashes).
+            status, text = gw.request("POST", "/v1/completions", {**ok, "model": "my-lora"}, auth)
+            self.assertEqual(status, 200, text)
             self.assertEqual(gw.request("GET", "/health")[0], 200)  # probes need no key
             self.assertEqual(gw.request("GET", "/ready")[0], 200)
 
