@@ -3,7 +3,7 @@
 nginx (a plain reverse proxy with upstream keep-alive), and through `kvgate serve` (full
 routing: tokenize, hash, match, route, proxy), interleaved in the same run.
 
-Usage: bench/gateway_bench.py [--kvgate build/kvgate] [--seconds 8] [--reps 3]
+Usage: bench/gateway_bench.py [--kvgate build/kvgate] [--seconds 8] [--reps 3] [--proxy-threads 2]
 Prints requests/s and latency p50/p99 per target, and kvgate's ratios to nginx."""
 import argparse
 import json
@@ -64,6 +64,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=8)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--connections", type=int, default=32)
+    ap.add_argument("--proxy-threads", type=int, default=2,
+                    help="nginx worker processes and kvgate event-loop threads")
     args = ap.parse_args()
     for tool in ["wrk", "nginx"]:
         if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
@@ -83,7 +85,7 @@ def main():
 
         conf = os.path.join(tmp, "nginx.conf")
         with open(conf, "w") as f:
-            f.write(f"""worker_processes 2;
+            f.write(f"""worker_processes {args.proxy_threads};
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log warn;
 daemon off;
@@ -112,7 +114,7 @@ http {{
             json.dump({"workers": [{"url": backend, "kv_events": f"tcp://127.0.0.1:{eport}",
                                     "kv_replay": f"tcp://127.0.0.1:{rport}"}],
                        "model": {"dir": MODEL_DIR} if model else {},
-                       "listen": {"threads": 2}}, f)
+                       "listen": {"threads": args.proxy_threads}}, f)
         gw = subprocess.Popen([args.kvgate, "serve", "--port", "0", "--config", gw_conf],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         procs.append(gw)
@@ -139,8 +141,8 @@ http {{
         def med(name, mode, key):
             return statistics.median(r[key] for r in results[name][mode])
 
-        print(f"prompt {len(PROMPT)} chars, max_tokens 1, {args.reps} interleaved reps of "
-              f"{args.seconds} s, medians")
+        print(f"prompt {len(PROMPT)} chars, max_tokens 1, {args.proxy_threads} proxy threads, "
+              f"{args.reps} interleaved reps of {args.seconds} s, medians")
         print(f"{'target':8} {'rps@' + str(args.connections):>10} {'p50 ms':>8} {'p99 ms':>8}"
               f" {'rps@1':>8} {'p50@1 ms':>9}")
         for name in targets:

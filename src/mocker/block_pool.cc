@@ -57,7 +57,7 @@ void BlockPool::Evict(uint32_t id) {
 }
 
 void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64_t> parent,
-                       std::span<const uint32_t> tokens) {
+                       std::span<const uint32_t> tokens, std::string_view lora_name) {
   Block& b = blocks_[id];
   assert(b.refs > 0 && !b.cached);
   // Another sequence may have computed the same content meanwhile: keep the first copy
@@ -67,7 +67,8 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
   b.hash = sequence_hash;
   if (!events_.empty()) {
     auto* stored = std::get_if<wire::StoredBlocks>(&events_.back());
-    if (stored != nullptr && parent && stored->block_hashes.back() == *parent) {
+    if (stored != nullptr && parent && stored->block_hashes.back() == *parent &&
+        stored->lora_name.value_or("") == lora_name) {
       stored->block_hashes.push_back(sequence_hash);
       stored->token_ids.insert(stored->token_ids.end(), tokens.begin(), tokens.end());
       return;
@@ -78,6 +79,7 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
   s.parent_hash = parent;
   s.token_ids.assign(tokens.begin(), tokens.end());
   s.block_size = block_size_;
+  if (!lora_name.empty()) s.lora_name = std::string(lora_name);
   events_.push_back(std::move(s));
 }
 

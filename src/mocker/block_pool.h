@@ -34,9 +34,10 @@ class BlockPool {
   // if nothing is free. nullopt when every block is referenced.
   std::optional<uint32_t> Allocate();
   // Block `id` now holds full content `tokens` with this hash: cache it and record a
-  // BlockStored event (parent: the previous block's hash; nullopt at a sequence's start).
+  // BlockStored event (parent: the previous block's hash; nullopt at a sequence's start;
+  // `lora_name`, when not empty, names the adapter whose KV it is, as vLLM reports it).
   void Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64_t> parent,
-              std::span<const uint32_t> tokens);
+              std::span<const uint32_t> tokens, std::string_view lora_name = {});
   void Release(uint32_t id);
   // Drops every cached block (referenced blocks stay allocated) and records AllBlocksCleared.
   void ClearCache();

@@ -13,6 +13,7 @@ struct Engine::Sequence {
   uint32_t max_tokens = 1;
   uint32_t generated = 0;
   uint64_t seed = kv::kDefaultSeed;
+  std::string lora_name;
   uint64_t prompt_hash = 0;
   std::vector<uint64_t> hashes;  // sequence hashes of the full blocks of `tokens`
   std::vector<uint32_t> blocks;  // KV blocks backing tokens [0, computed)
@@ -56,6 +57,7 @@ bool Engine::Submit(EngineRequest request) {
   seq->tokens = std::move(request.prompt);
   seq->max_tokens = std::max<uint32_t>(1, request.max_tokens);
   seq->seed = kv::BlockHashSeed(request.lora_name);
+  seq->lora_name = std::move(request.lora_name);
   seq->prompt_hash = XXH3_64bits(seq->tokens.data(), seq->tokens.size() * sizeof(uint32_t));
   waiting_.push_back(std::move(seq));
   return true;
@@ -92,7 +94,8 @@ void Engine::CommitFullBlocks(Sequence& seq) {
     const std::optional<uint64_t> parent =
         i == 0 ? std::nullopt : std::optional<uint64_t>(seq.hashes[i - 1]);
     pool_.Commit(seq.blocks[i], seq.hashes[i], parent,
-                 std::span(seq.tokens).subspan(i * config_.block_size, config_.block_size));
+                 std::span(seq.tokens).subspan(i * config_.block_size, config_.block_size),
+                 seq.lora_name);
   }
   seq.committed = full;
 }

@@ -320,7 +320,8 @@ struct MockerServer::Impl {
       while (!delayed.empty() && delayed.front().due <= now) {
         Pending p = std::move(delayed.front());
         delayed.pop_front();
-        engine.Submit({p.id, p.prompt, p.max_tokens, ""});
+        // A model other than the one served names a LoRA adapter, as in vLLM.
+        engine.Submit({p.id, p.prompt, p.max_tokens, p.model == options.model ? "" : p.model});
         prompt_tokens_total += p.prompt.size();
         active.emplace(p.id, std::move(p));
       }

@@ -230,6 +230,29 @@ class GatewayTest(unittest.TestCase):
             for m in mockers:
                 m.close()
 
+    def test_lora_adapter_is_its_own_cache_namespace(self):
+        mockers = [Mocker() for _ in range(2)]
+        gw = Gateway(config={"workers": [worker_config(m) for m in mockers],
+                             "model": {"lora_adapters": ["my-lora"]}})
+        try:
+            asks = {"extra_fields": ["worker_id", "cached_blocks"]}
+            body = {"prompt": text_prompt("lora", 200), "max_tokens": 2, "nvext": asks}
+            _, first = gw.post("/v1/completions", {**body, "model": "my-lora"})
+            gw.wait_metric("kvgate_index_size", lambda v: v >= 200 // BLOCK, what="blocks")
+            _, again = gw.post("/v1/completions", {**body, "model": "my-lora"})
+            self.assertEqual(again["nvext"]["worker_id"], first["nvext"]["worker_id"])
+            self.assertEqual(again["nvext"]["cached_blocks"], 200 // BLOCK)
+            self.assertEqual(cached_tokens(again["usage"]), 200 // BLOCK * BLOCK)
+            # The base model's KV for the same text is not the adapter's: no hit predicted,
+            # none served.
+            _, base = gw.post("/v1/completions", {**body, "model": "kvgate-mock"})
+            self.assertEqual(base["nvext"]["cached_blocks"], 0)
+            self.assertEqual(cached_tokens(base["usage"]), 0)
+        finally:
+            gw.close()
+            for m in mockers:
+                m.close()
+
     def test_routed_experts_every_engine_form(self):
         prompt = list(range(100, 140))
         start = 3
