@@ -17,8 +17,13 @@ namespace json = boost::json;
 
 // ---------- byte-level alphabet ----------
 struct ByteLevelTables {
-  std::array<std::string, 256> to_char;  // byte -> UTF-8 of its char
-  std::array<int, 0x200> to_byte{};      // codepoint -> byte, -1 if none
+  // byte -> UTF-8 of its char (code points below 0x200: one or two bytes)
+  struct Utf8 {
+    char bytes[2];
+    uint8_t size;
+  };
+  std::array<Utf8, 256> to_char{};
+  std::array<int, 0x200> to_byte{};  // codepoint -> byte, -1 if none
   ByteLevelTables() {
     to_byte.fill(-1);
     int extra = 0;
@@ -27,7 +32,8 @@ struct ByteLevelTables {
       const int cp = printable ? b : 256 + extra++;
       utf8proc_uint8_t buf[4];
       const auto n = utf8proc_encode_char(cp, buf);
-      to_char[b].assign(reinterpret_cast<char*>(buf), n);
+      to_char[b] = {{static_cast<char>(buf[0]), static_cast<char>(n > 1 ? buf[1] : 0)},
+                    static_cast<uint8_t>(n)};
       to_byte[cp] = b;
     }
   }
@@ -294,10 +300,11 @@ class ByteLevelPreTokenizer : public PreTokenizer {
   std::unique_ptr<Regex> regex;  // set when use_regex
   void Apply(std::vector<std::string>& pieces, bool) const override {
     std::vector<std::string> split;
+    std::vector<std::pair<size_t, size_t>> matches;
     for (std::string& p : pieces) {
       if (add_prefix_space && !p.starts_with(' ')) p = " " + p;
       if (regex) {
-        std::vector<std::pair<size_t, size_t>> matches;
+        matches.clear();
         regex->ForEachMatch(p, [&](size_t s, size_t e) { matches.emplace_back(s, e); });
         SplitAt(p, matches, Behavior::kIsolated, false, split);
       } else {
@@ -536,9 +543,15 @@ Status MakePreTokenizer(const json::value& config, std::unique_ptr<PreTokenizer>
 
 std::string BytesToByteLevel(std::string_view bytes) {
   const ByteLevelTables& t = Tables();
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char b : bytes) out += t.to_char[b];
+  std::string out(bytes.size() * 2, '\0');
+  char* w = out.data();
+  for (unsigned char b : bytes) {
+    const ByteLevelTables::Utf8& c = t.to_char[b];
+    w[0] = c.bytes[0];
+    w[1] = c.bytes[1];
+    w += c.size;
+  }
+  out.resize(static_cast<size_t>(w - out.data()));
   return out;
 }
 
