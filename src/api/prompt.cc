@@ -80,9 +80,9 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
       if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids);
       if (prompt->is_array()) {
         const json::array& a = prompt->as_array();
-        if (a.size() == 1 && a[0].is_string())
-          return TextTokens(a[0].as_string(), true, model, ids);
-        if (a.size() == 1 && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
+        // A batch of prompts: the engine serves them together; the first one routes.
+        if (!a.empty() && a[0].is_string()) return TextTokens(a[0].as_string(), true, model, ids);
+        if (!a.empty() && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
         return TokenIds(a, "prompt", ids);
       }
       return Status::Error("'prompt' must be a string or a list of token ids");

@@ -30,6 +30,7 @@ struct PromptModel {
   const chat::ChatTemplate* chat_template = nullptr;
 };
 
+// A batch of completion prompts yields the first prompt's ids.
 // Fails (the message is a 400 for the client) on a missing or ill-typed prompt field, an
 // invalid token id, invalid UTF-8 or a template error. An empty prompt is not an error here.
 Status PromptTokens(Api api, const boost::json::value& body, const PromptModel& model,

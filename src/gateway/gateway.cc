@@ -256,6 +256,11 @@ struct Gateway::Impl {
 
   // Reads the request: validation, prompt tokens, block hashes, and the engine's body.
   void Prepare(const http::Request& req, CallPlan& plan) {
+    for (const char* name : {"x-request-id", "traceparent", "tracestate"}) {
+      if (std::string_view v = req.Header(name); !v.empty()) {
+        plan.forward_headers.emplace_back(name, std::string(v));
+      }
+    }
     boost::system::error_code ec;
     json::value body = json::parse(req.body, ec);
     if (ec) throw Rejection{400, fmt::format("the body is not valid JSON: {}", ec.message())};

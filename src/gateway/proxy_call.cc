@@ -82,6 +82,7 @@ void ProxyCall::Send() {
   }
   request.timeouts = {services_.connect_timeout, services_.first_byte_timeout,
                       services_.idle_timeout};
+  request.headers = plan_.forward_headers;
   if (w.config.dp_size > 1) {
     request.headers.emplace_back("X-data-parallel-rank", std::to_string(decision_.worker.dp_rank));
   }

@@ -55,6 +55,8 @@ struct CallPlan {
   uint64_t experts_start = 0;
   std::vector<uint64_t> local_hashes;
   uint32_t prompt_tokens = 0;
+  // Client headers the engine should see too (request ids, trace context).
+  std::vector<std::pair<std::string, std::string>> forward_headers;
   std::chrono::steady_clock::time_point received;
 };
 

@@ -202,6 +202,11 @@ struct MockerServer::Impl {
     p.experts_start =
         NonNegativeInt(o, options.kind == EngineKind::kSglang ? "routed_experts_start_len"
                                                               : "routed_experts_prompt_start");
+    if (const json::value* prompt = Field(o, "prompt");
+        api == Api::kCompletions && prompt && prompt->is_array() && prompt->as_array().size() > 1 &&
+        (prompt->as_array()[0].is_string() || prompt->as_array()[0].is_array())) {
+      throw BadRequest{"batched prompts are not simulated: send one prompt per request"};
+    }
     const api::PromptModel model{options.tokenizer.get(), options.chat_template.get()};
     if (Status s = api::PromptTokens(api, body, model, &p.prompt); !s.ok()) {
       throw BadRequest{s.message()};

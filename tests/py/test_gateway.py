@@ -230,6 +230,61 @@ class GatewayTest(unittest.TestCase):
             for m in mockers:
                 m.close()
 
+    def test_engine_sees_the_body_unchanged_unless_kvgate_must_add_fields(self):
+        """A recording fake engine: what exactly reaches the worker."""
+        import http.server
+        seen = []
+
+        class Engine(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                self.reply(b'{"status":"ok"}')
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                seen.append((self.path, dict(self.headers), body))
+                self.reply(json.dumps({"id": "x", "object": "text_completion", "choices": [
+                    {"index": 0, "text": "hi", "finish_reason": "length"}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode())
+
+            def reply(self, data):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        gw = Gateway("--api-key", "sk-1", config={
+            "workers": [{"url": f"http://127.0.0.1:{server.server_port}", "engine": "sglang"}]})
+        try:
+            raw = b'{"prompt": [5, 6, 7],  "max_tokens": 1, "weird_field": {"k": [1, 2.50]}}'
+            status, _ = gw.request("POST", "/v1/completions", raw,
+                                   {"Authorization": "Bearer sk-1", "X-Request-Id": "req-42"})
+            self.assertEqual(status, 200)
+            path, headers, body = seen[-1]
+            self.assertEqual((path, body), ("/v1/completions", raw))  # byte for byte
+            self.assertEqual(headers.get("X-Request-Id") or headers.get("x-request-id"), "req-42")
+            self.assertNotIn("Authorization", headers)  # the gateway's key stays here
+
+            status, _ = gw.request("POST", "/v1/completions", {
+                "prompt": [5, 6, 7], "max_tokens": 1, "stream": False,
+                "nvext": {"extra_fields": ["routed_experts"], "routed_experts_start": 1}},
+                {"Authorization": "Bearer sk-1"})
+            self.assertEqual(status, 200)
+            sent = json.loads(seen[-1][2])
+            self.assertEqual(sent, {"prompt": [5, 6, 7], "max_tokens": 1, "stream": False,
+                                    "return_routed_experts": True,
+                                    "routed_experts_start_len": 1})  # SGLang's own fields
+        finally:
+            gw.close()
+            server.shutdown()
+
     def test_lora_adapter_is_its_own_cache_namespace(self):
         mockers = [Mocker() for _ in range(2)]
         gw = Gateway(config={"workers": [worker_config(m) for m in mockers],

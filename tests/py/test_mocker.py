@@ -181,6 +181,7 @@ class MockerTest(unittest.TestCase):
                 ("/v1/completions", {"prompt": [1], "max_tokens": 0}, 400),
                 ("/v1/completions", {"prompt": list(range(1000))}, 400),  # > 8 blocks
                 ("/v1/chat/completions", {"messages": []}, 400),
+                ("/v1/completions", {"prompt": ["one", "two"]}, 400),  # batches not simulated
                 ("/v2/nothing", {}, 404),
             ]:
                 code, r = m.post(path, body)
