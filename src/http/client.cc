@@ -113,10 +113,10 @@ struct Client::Impl {
       head += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", request.content_type,
                           request.body.size());
     }
-    for (const auto& [name, value] : request.headers) head += fmt::format("{}: {}\r\n", name, value);
+    for (const auto& [name, value] : request.headers)
+      head += fmt::format("{}: {}\r\n", name, value);
     head += "\r\n";
-    const std::array<asio::const_buffer, 2> message{asio::buffer(head),
-                                                    asio::buffer(request.body)};
+    const std::array<asio::const_buffer, 2> message{asio::buffer(head), asio::buffer(request.body)};
 
     for (int attempt = 0;; ++attempt) {
       std::unique_ptr<Connection> conn = attempt == 0 ? TakeIdle(pool, key) : nullptr;

@@ -172,10 +172,12 @@ struct Server::Impl {
             // Header and body in one gather write; formatting the few header lines by hand
             // costs a fraction of Beast's serializer on this hot path.
             const std::string head = fmt::format(
-                "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: {}\r\n\r\n",
+                "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: "
+                "{}\r\n\r\n",
                 p.status, std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(p.status))),
                 p.content_type, p.data.size(), keep_alive ? "keep-alive" : "close");
-            const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(p.data)};
+            const std::array<asio::const_buffer, 2> buffers{asio::buffer(head),
+                                                            asio::buffer(p.data)};
             auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
             co_return !ec && keep_alive;
           }
