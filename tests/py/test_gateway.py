@@ -168,6 +168,42 @@ def cached_tokens(usage):
     return usage["prompt_tokens_details"]["cached_tokens"]
 
 
+def fake_engine():
+    """A recording fake engine (Python's http.server): answers every completion with a small
+    JSON body, after 1 s when the body contains "slow". Returns (server, requests seen)."""
+    import http.server
+    seen = []
+
+    class Engine(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self):
+            self.reply(b'{"status":"ok"}')
+
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, dict(self.headers), body))
+            if b"slow" in body:
+                time.sleep(1)
+            self.reply(json.dumps({"id": "x", "object": "text_completion", "choices": [
+                {"index": 0, "text": "hi", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode())
+
+        def reply(self, data):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, seen
+
+
 class GatewayTest(unittest.TestCase):
     def test_openai_client_and_prefix_routing(self):
         mockers = [Mocker(*MOE) for _ in range(3)]
@@ -232,34 +268,7 @@ class GatewayTest(unittest.TestCase):
 
     def test_engine_sees_the_body_unchanged_unless_kvgate_must_add_fields(self):
         """A recording fake engine: what exactly reaches the worker."""
-        import http.server
-        seen = []
-
-        class Engine(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_GET(self):
-                self.reply(b'{"status":"ok"}')
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                seen.append((self.path, dict(self.headers), body))
-                self.reply(json.dumps({"id": "x", "object": "text_completion", "choices": [
-                    {"index": 0, "text": "hi", "finish_reason": "length"}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode())
-
-            def reply(self, data):
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Engine)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server, seen = fake_engine()
         gw = Gateway("--api-key", "sk-1", config={
             "workers": [{"url": f"http://127.0.0.1:{server.server_port}", "engine": "sglang"}]})
         try:
@@ -284,6 +293,38 @@ class GatewayTest(unittest.TestCase):
         finally:
             gw.close()
             server.shutdown()
+            server.server_close()
+
+    def test_data_parallel_ranks_and_admission_limit(self):
+        server, seen = fake_engine()
+        gw = Gateway("--policy", "round_robin", config={
+            "workers": [{"url": f"http://127.0.0.1:{server.server_port}", "dp_size": 2}],
+            "limits": {"max_in_flight": 1}})
+        try:
+            ranks = []
+            for _ in range(2):
+                _, r = gw.post("/v1/completions", {"prompt": [1, 2], "max_tokens": 1,
+                                                   "nvext": {"extra_fields": ["worker_id"]}})
+                sent = {k.lower(): v for k, v in seen[-1][1].items()}
+                self.assertEqual(sent["x-data-parallel-rank"], str(r["nvext"]["dp_rank"]))
+                ranks.append(r["nvext"]["dp_rank"])
+            self.assertEqual(sorted(ranks), [0, 1])  # each rank is a routing target
+
+            slow = threading.Thread(target=gw.post, args=(
+                "/v1/completions", {"prompt": "slow", "max_tokens": 1}))
+            slow.start()
+            deadline = time.time() + 5
+            while len(seen) < 3 and time.time() < deadline:
+                time.sleep(0.01)
+            status, r = gw.post("/v1/completions", {"prompt": [1], "max_tokens": 1})
+            self.assertEqual(status, 429)
+            self.assertEqual(r["error"]["code"], 429)
+            slow.join(10)
+            self.assertEqual(gw.post("/v1/completions", {"prompt": [1], "max_tokens": 1})[0], 200)
+        finally:
+            gw.close()
+            server.shutdown()
+            server.server_close()
 
     def test_lora_adapter_is_its_own_cache_namespace(self):
         mockers = [Mocker() for _ in range(2)]
