@@ -124,7 +124,7 @@ void ProxyCall::OnBody(std::string_view data) {
 void ProxyCall::OnStreamEvent(std::string_view event) {
   const std::string data = api::SseData(event);
   if (data == "[DONE]") {
-    FlushFinal();
+    FlushFinal(/*complete=*/true);
     responder_->Write(SseEvent(data));
     return;
   }
@@ -160,7 +160,7 @@ void ProxyCall::OnStreamEvent(std::string_view event) {
   }
 }
 
-json::object ProxyCall::Nvext() {
+json::object ProxyCall::Nvext(bool complete) {
   json::object nvext;
   if (plan_.want_worker_id) {
     nvext["worker_id"] = decision_.worker.worker;
@@ -179,7 +179,7 @@ json::object ProxyCall::Nvext() {
                                  ? api::NormalizeRoutedExperts(experts_, context, &problem)
                                  : json::value(nullptr);
     if (!experts_found_) problem = "the engine returned no routed experts";
-    if (normalized.is_null()) {
+    if (normalized.is_null() && complete) {  // a failed response is counted as such already
       services_.metrics.experts_invalid.Add({});
       if (experts_log_limiter.Allow()) {
         Log(LogLevel::kWarn, "worker {}: routed experts: {}", decision_.worker.worker, problem);
@@ -194,13 +194,14 @@ void ProxyCall::WriteEvent(const json::object& chunk) {
   responder_->Write(SseEvent(json::serialize(chunk)));
 }
 
-void ProxyCall::FlushFinal() {
+void ProxyCall::FlushFinal(bool complete) {
   if (final_flushed_) return;
   final_flushed_ = true;
+  if (!complete && !final_chunk_) return;  // cut short before the end: nothing to finish
   json::object chunk =
       final_chunk_ ? std::move(*final_chunk_) : json::object{{"choices", json::array{}}};
   final_chunk_.reset();
-  chunk["nvext"] = Nvext();
+  chunk["nvext"] = Nvext(complete);
   WriteEvent(chunk);
   for (std::string& e : after_final_) responder_->Write(std::move(e));
   after_final_.clear();
@@ -247,7 +248,7 @@ void ProxyCall::OnDone(const Status& status) {
   if (streaming_) {
     if (!status.ok()) {
       // Bytes already reached the client: end the stream with an error event, never a hang.
-      if (rewrite_) FlushFinal();
+      if (rewrite_) FlushFinal(/*complete=*/false);
       responder_->Write(SseEvent(http::OpenAiError(
           502, fmt::format("worker {} failed mid-stream: {}", worker, status.message()),
           "upstream_error")));
@@ -257,7 +258,7 @@ void ProxyCall::OnDone(const Status& status) {
     }
     if (rewrite_) {
       if (!splitter_.pending().empty()) responder_->Write(std::string(splitter_.pending()));
-      FlushFinal();
+      FlushFinal(/*complete=*/true);
     }
     services_.router.OnFinished(decision_.id);
     Finish(status_);
@@ -274,7 +275,7 @@ void ProxyCall::OnDone(const Status& status) {
         experts_found_ = engines::TakeRoutedExperts(body, experts_, &experts_start_);
       }
       engines::ReadTokenCounts(body, &counts_);
-      body["nvext"] = Nvext();
+      body["nvext"] = Nvext(/*complete=*/true);
       body_ = json::serialize(body);
     }
   }

@@ -80,9 +80,10 @@ class ProxyCall : public http::ResponseSink, public std::enable_shared_from_this
   bool Retry();
   void OnFirstByte();
   void OnStreamEvent(std::string_view event);
-  void FlushFinal();
+  // `complete`: the engine finished the response (else it failed part-way).
+  void FlushFinal(bool complete);
   void WriteEvent(const boost::json::object& chunk);
-  boost::json::object Nvext();
+  boost::json::object Nvext(bool complete);
   void Finish(int status);
 
   ProxyServices& services_;
