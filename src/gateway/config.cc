@@ -110,6 +110,8 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"connect_timeout_ms", Millis(l.connect_timeout)},
                        {"first_byte_timeout_ms", Millis(l.first_byte_timeout)},
                        {"idle_timeout_ms", Millis(l.idle_timeout)},
+                       {"client_header_timeout_ms", Millis(l.client_header_timeout)},
+                       {"client_idle_timeout_ms", Millis(l.client_idle_timeout)},
                        {"health_interval_ms", Millis(l.health_interval)},
                        {"unhealthy_after", Into(l.unhealthy_after)},
                        {"shutdown_grace_ms", Millis(l.shutdown_grace)}});

@@ -39,8 +39,8 @@ struct LimitsConfig {
   std::chrono::milliseconds idle_timeout{300'000};
   std::chrono::milliseconds health_interval{1000};
   uint32_t unhealthy_after = 3;  // consecutive failed health checks or requests
-  std::chrono::seconds client_header_timeout{30};
-  std::chrono::seconds client_idle_timeout{120};
+  std::chrono::milliseconds client_header_timeout{30'000};  // slow clients cannot pin a connection
+  std::chrono::milliseconds client_idle_timeout{120'000};
   std::chrono::milliseconds shutdown_grace{10'000};
 };
 

@@ -50,8 +50,8 @@ struct ServerOptions {
   uint16_t port = 0;  // 0: any free port
   int threads = 1;    // when the server runs its own loops
   size_t max_body_bytes = 32u << 20;
-  std::chrono::seconds header_timeout{30};  // to receive a whole request
-  std::chrono::seconds idle_timeout{120};   // keep-alive without a request
+  std::chrono::milliseconds header_timeout{30'000};  // to receive a whole first request
+  std::chrono::milliseconds idle_timeout{120'000};   // keep-alive, until the next request
 };
 
 class EventLoops;

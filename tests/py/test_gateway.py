@@ -326,6 +326,23 @@ class GatewayTest(unittest.TestCase):
             server.shutdown()
             server.server_close()
 
+    def test_slow_client_cannot_pin_a_connection(self):
+        import socket
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)],
+                             "limits": {"client_header_timeout_ms": 300}})
+        try:
+            with socket.create_connection(("127.0.0.1", int(gw.url.rsplit(":", 1)[1]))) as s:
+                s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")  # and no more
+                s.settimeout(5)
+                start = time.time()
+                self.assertEqual(s.recv(1024), b"")  # closed by the gateway
+                self.assertLess(time.time() - start, 3)
+            self.assertEqual(gw.post("/v1/completions", {"prompt": "hi", "max_tokens": 1})[0], 200)
+        finally:
+            gw.close()
+            m.close()
+
     def test_lora_adapter_is_its_own_cache_namespace(self):
         mockers = [Mocker() for _ in range(2)]
         gw = Gateway(config={"workers": [worker_config(m) for m in mockers],
