@@ -444,8 +444,10 @@ class GatewayTest(unittest.TestCase):
 
     def test_killed_and_restarted_worker(self):
         mockers = [Mocker() for _ in range(3)]
+        # Health checks slow enough that the request right after the kill still finds the
+        # dead worker in routing (so it must be retried), fast enough to keep the test short.
         gw = Gateway(config={"workers": [worker_config(m) for m in mockers],
-                             "limits": {"health_interval_ms": 100, "unhealthy_after": 2}})
+                             "limits": {"health_interval_ms": 500, "unhealthy_after": 3}})
         try:
             asks = {"extra_fields": ["worker_id", "cached_blocks"]}
             q1 = text_prompt("q", 200)
