@@ -4,6 +4,7 @@
 
 #include <boost/json.hpp>
 
+#include "api/request_fields.h"
 #include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -11,11 +12,6 @@ namespace kvgate::api {
 namespace {
 
 namespace json = boost::json;
-
-const json::value* Field(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v == nullptr || v->is_null() ? nullptr : v;
-}
 
 Status TextTokens(std::string_view text, bool add_special_tokens, const PromptModel& model,
                   std::vector<uint32_t>* ids) {

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "api/prompt.h"
+#include "api/request_fields.h"
 #include "chat/chat_template.h"
 #include "common/log.h"
 #include "events/subscriber.h"
@@ -36,24 +37,9 @@ struct Rejection {
   std::string type = "invalid_request_error";
 };
 
-const json::value* Field(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v == nullptr || v->is_null() ? nullptr : v;
-}
-
-bool BoolField(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  if (v == nullptr) return false;
-  if (!v->is_bool()) throw Rejection{400, fmt::format("'{}' must be a boolean", key)};
-  return v->as_bool();
-}
-
-std::string_view StringField(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  if (v == nullptr) return {};
-  if (!v->is_string()) throw Rejection{400, fmt::format("'{}' must be a string", key)};
-  return v->as_string();
-}
+using api::BoolField;
+using api::Field;
+using api::StringField;
 
 // The mock model's MoE shape when nothing else defines one.
 constexpr uint32_t kMockMoeLayers = 4;
@@ -186,41 +172,38 @@ struct Gateway::Impl {
       }
       return r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText());
     }
-    api::Api api;
+    std::optional<api::Api> api;
     if (path == "/v1/chat/completions") {
       api = api::Api::kChat;
     } else if (path == "/v1/completions") {
       api = api::Api::kCompletions;
     } else if (path == "/generate") {
       api = api::Api::kGenerate;
-    } else if (path == "/v1/models") {
-      if (!Authorized(req))
-        return Reply(*r, path, 401, "missing or invalid API key", "authentication_error");
-      if (req.method != "GET") return Reply(*r, path, 405, "use GET");
-      return r->Send(200, "application/json", ModelsBody());
-    } else {
+    } else if (path != "/v1/models") {
       return Reply(*r, "other", 404, fmt::format("no route for {} {}", req.method, path),
                    "not_found_error");
     }
     if (!Authorized(req)) {
       return Reply(*r, path, 401, "missing or invalid API key", "authentication_error");
     }
+    if (!api) {  // /v1/models
+      if (req.method != "GET") return Reply(*r, path, 405, "use GET");
+      return r->Send(200, "application/json", ModelsBody());
+    }
     if (req.method != "POST") return Reply(*r, path, 405, "use POST");
-    Infer(api, req, std::move(r));
+    Infer(*api, req, std::move(r));
   }
 
   std::string ModelsBody() const {
+    auto entry = [](const std::string& id) {
+      return json::object{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "kvgate"}};
+    };
     json::array data;
-    for (const std::string& m : config.models) {
-      data.push_back(
-          json::object{{"id", m}, {"object", "model"}, {"created", 0}, {"owned_by", "kvgate"}});
-    }
+    for (const std::string& m : config.models) data.push_back(entry(m));
     for (const std::string& a : config.lora_adapters) {
-      data.push_back(json::object{{"id", a},
-                                  {"object", "model"},
-                                  {"created", 0},
-                                  {"owned_by", "kvgate"},
-                                  {"parent", config.models.front()}});
+      json::object adapter = entry(a);
+      adapter["parent"] = config.models.front();
+      data.push_back(std::move(adapter));
     }
     return json::serialize(json::object{{"object", "list"}, {"data", std::move(data)}});
   }
@@ -235,6 +218,8 @@ struct Gateway::Impl {
       Prepare(req, plan);
     } catch (const Rejection& e) {
       return Reply(*r, plan.route, e.status, e.message, e.type);
+    } catch (const api::BadField& e) {
+      return Reply(*r, plan.route, 400, e.message);
     }
     if (in_flight.fetch_add(1) >= static_cast<int64_t>(config.limits.max_in_flight)) {
       --in_flight;
@@ -279,7 +264,7 @@ struct Gateway::Impl {
     }
     const bool stream = BoolField(o, "stream");
     const std::string_view cache_salt = StringField(o, "cache_salt");
-    bool want_experts = BoolField(o, "return_routed_experts");
+    plan.want_experts = BoolField(o, "return_routed_experts");
     uint64_t experts_start = 0;
     bool strip_nvext = false;
     if (const json::value* nv = Field(o, "nvext")) {
@@ -292,7 +277,7 @@ struct Gateway::Impl {
           const std::string_view name = f.as_string();
           plan.want_worker_id |= name == "worker_id";
           plan.want_cached_blocks |= name == "cached_blocks";
-          want_experts |= name == "routed_experts";
+          plan.want_experts |= name == "routed_experts";
         }
       }
       if (const json::value* s = Field(n, "routed_experts_start")) {
@@ -303,7 +288,6 @@ struct Gateway::Impl {
       }
       strip_nvext = true;
     }
-    plan.want_experts = want_experts;
 
     std::vector<uint32_t> ids;
     const api::PromptModel model{tokenizer.get(), chat_template.get()};
@@ -316,13 +300,8 @@ struct Gateway::Impl {
                                false, plan.local_hashes);
 
     // The engine's body: the client's bytes unless kvgate must add or remove fields.
-    bool changed = false;
-    if (strip_nvext) {
-      o.erase("nvext");
-      changed = true;
-    }
-    if (want_experts) {
-      changed = true;
+    if (strip_nvext) o.erase("nvext");
+    if (plan.want_experts) {
       if (stream && plan.api != api::Api::kGenerate) {
         json::value* so = o.if_contains("stream_options");
         const bool asked = so && so->is_object() && so->as_object().contains("include_usage") &&
@@ -337,7 +316,7 @@ struct Gateway::Impl {
       plan.experts_body = std::move(o);
       return;
     }
-    plan.body = changed ? json::serialize(o) : req.body;
+    plan.body = strip_nvext ? json::serialize(o) : req.body;
   }
 
   std::string MetricsText() const {

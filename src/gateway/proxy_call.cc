@@ -97,7 +97,7 @@ void ProxyCall::OnHeaders(int status, std::string_view content_type) {
   if (status >= 500) return;  // an engine failure: maybe retried, the body is kept as the reason
   if (content_type.substr(0, 17) == "text/event-stream") {
     streaming_ = true;
-    rewrite_ = plan_.want_worker_id || plan_.want_cached_blocks || plan_.want_experts;
+    rewrite_ = plan_.wants_nvext();
     responder_->Begin(status, std::string(content_type));
   }
 }
@@ -210,13 +210,13 @@ void ProxyCall::FlushFinal(bool complete) {
 bool ProxyCall::Retry() {
   if (!failed_.empty() || !responder_->connected()) return false;  // once per request
   failed_.push_back(decision_.worker);
-  services_.router.OnFailed(decision_.id);
   routing::RouteRequest again;
   again.local_hashes = plan_.local_hashes;
   again.prompt_tokens = plan_.prompt_tokens;
   again.exclude = failed_;
   auto next = services_.router.Route(again);
-  if (!next) return false;
+  if (!next) return false;  // the caller fails the first decision
+  services_.router.OnFailed(decision_.id);
   services_.metrics.retries.Add({});
   decision_ = *next;
   Send();
@@ -240,8 +240,7 @@ void ProxyCall::OnDone(const Status& status) {
     if (Retry()) return;
     const int code =
         !status.ok() && status.message().find("timed out") != std::string::npos ? 504 : 502;
-    services_.router.OnFailed(decision_.id);
-    Finish(code);
+    Finish(code, /*succeeded=*/false);
     return responder_->Send(code, "application/json",
                             http::OpenAiError(code, why, "upstream_error"));
   }
@@ -252,21 +251,19 @@ void ProxyCall::OnDone(const Status& status) {
       responder_->Write(SseEvent(http::OpenAiError(
           502, fmt::format("worker {} failed mid-stream: {}", worker, status.message()),
           "upstream_error")));
-      services_.router.OnFailed(decision_.id);
-      Finish(status_);
+      Finish(status_, /*succeeded=*/false);
       return responder_->End();
     }
     if (rewrite_) {
       if (!splitter_.pending().empty()) responder_->Write(std::string(splitter_.pending()));
       FlushFinal(/*complete=*/true);
     }
-    services_.router.OnFinished(decision_.id);
-    Finish(status_);
+    Finish(status_, /*succeeded=*/true);
     return responder_->End();
   }
   // A whole JSON response (or a 4xx the engine chose): add nvext when asked.
   if (!first_byte_) OnFirstByte();
-  if (status_ < 400 && (plan_.want_worker_id || plan_.want_cached_blocks || plan_.want_experts)) {
+  if (status_ < 400 && plan_.wants_nvext()) {
     boost::system::error_code ec;
     json::value parsed = json::parse(body_, ec);
     if (!ec && parsed.is_object()) {
@@ -279,15 +276,19 @@ void ProxyCall::OnDone(const Status& status) {
       body_ = json::serialize(body);
     }
   }
-  services_.router.OnFinished(decision_.id);
-  Finish(status_);
+  Finish(status_, /*succeeded=*/true);
   responder_->Send(status_, content_type_, std::move(body_));
 }
 
 // Bookkeeping comes before the last byte goes out: a client that reads /metrics right
 // after its response must see its request counted.
-void ProxyCall::Finish(int status) {
+void ProxyCall::Finish(int status, bool succeeded) {
   finished_ = true;
+  if (succeeded) {
+    services_.router.OnFinished(decision_.id);
+  } else {
+    services_.router.OnFailed(decision_.id);
+  }
   services_.metrics.requests.Add({plan_.route, std::to_string(status)});
   services_.metrics.request_seconds.Observe({plan_.route}, SecondsSince(plan_.received));
   if (services_.in_flight) --*services_.in_flight;

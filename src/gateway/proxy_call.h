@@ -45,6 +45,7 @@ struct CallPlan {
   bool want_worker_id = false;
   bool want_cached_blocks = false;
   bool want_experts = false;
+  bool wants_nvext() const { return want_worker_id || want_cached_blocks || want_experts; }
   bool drop_usage = false;  // usage was forced upstream for routed experts; the client did not ask
   // The body for the engine: the client's bytes, or re-serialized when kvgate added fields
   // (routed-experts request fields, stream_options) or removed its own (nvext).
@@ -84,7 +85,8 @@ class ProxyCall : public http::ResponseSink, public std::enable_shared_from_this
   void FlushFinal(bool complete);
   void WriteEvent(const boost::json::object& chunk);
   boost::json::object Nvext(bool complete);
-  void Finish(int status);
+  // Counts the request and releases its load on the router; before the last byte goes out.
+  void Finish(int status, bool succeeded);
 
   ProxyServices& services_;
   const CallPlan plan_;

@@ -26,6 +26,11 @@ struct Connection {
   beast::flat_buffer buffer;
 };
 
+// An error's text for OnDone. Timeouts read "timed out": the gateway answers those 504.
+std::string Reason(const beast::error_code& ec) {
+  return ec == beast::error::timeout ? std::string("timed out") : ec.message();
+}
+
 bool IsStaleConnectionError(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
          ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
@@ -124,9 +129,7 @@ struct Client::Impl {
       if (!conn) {
         conn = std::make_unique<Connection>(loop.ioc.get_executor());
         if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
-          sink->OnDone(Status::Error(
-              fmt::format("connect to {}: {}", key,
-                          ec == beast::error::timeout ? std::string("timed out") : ec.message())));
+          sink->OnDone(Status::Error(fmt::format("connect to {}: {}", key, Reason(ec))));
           co_return;
         }
       }
@@ -144,7 +147,7 @@ struct Client::Impl {
       if (ec) {
         sink->OnDone(Status::Error(
             fmt::format("{} from {}: {}", ec == beast::error::timeout ? "no response" : "request",
-                        key, ec == beast::error::timeout ? "timed out" : ec.message())));
+                        key, Reason(ec))));
         co_return;
       }
       auto& header = parser.get();
@@ -159,9 +162,8 @@ struct Client::Impl {
         auto [rec, rn] =
             co_await bhttp::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
         if (rec) {
-          sink->OnDone(Status::Error(fmt::format(
-              "response from {} cut short: {}", key,
-              rec == beast::error::timeout ? std::string("timed out") : rec.message())));
+          sink->OnDone(
+              Status::Error(fmt::format("response from {} cut short: {}", key, Reason(rec))));
           co_return;
         }
         if (!parser.get().body().empty()) {

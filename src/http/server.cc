@@ -152,6 +152,25 @@ struct Server::Impl {
     co_return !ec;
   }
 
+  // The status line and headers, formatted by hand: a fraction of the cost of Beast's
+  // serializer on this hot path. `framing` is the Content-Length or chunked header lines.
+  static std::string ResponseHead(int status, std::string_view content_type,
+                                  std::string_view framing, bool keep_alive) {
+    return fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\n{}Connection: {}\r\n\r\n", status,
+                       std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(status))),
+                       content_type, framing, keep_alive ? "keep-alive" : "close");
+  }
+
+  // A whole response: head and body in one gather write.
+  awaitable<bool> WriteWhole(beast::tcp_stream& stream, int status, std::string_view content_type,
+                             std::string_view body, bool keep_alive) {
+    const std::string head = ResponseHead(
+        status, content_type, fmt::format("Content-Length: {}\r\n", body.size()), keep_alive);
+    const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
+    auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
+    co_return !ec;
+  }
+
   // Delivers the handler's answer; false when the connection must close.
   awaitable<bool> Deliver(beast::tcp_stream& stream, ResponseState& state, bool keep_alive) {
     for (;;) {
@@ -169,28 +188,15 @@ struct Server::Impl {
         bool ok = true;
         switch (p.kind) {
           case Piece::kSend: {
-            // Header and body in one gather write; formatting the few header lines by hand
-            // costs a fraction of Beast's serializer on this hot path.
-            const std::string head = fmt::format(
-                "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: "
-                "{}\r\n\r\n",
-                p.status, std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(p.status))),
-                p.content_type, p.data.size(), keep_alive ? "keep-alive" : "close");
-            const std::array<asio::const_buffer, 2> buffers{asio::buffer(head),
-                                                            asio::buffer(p.data)};
-            auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
-            co_return !ec && keep_alive;
+            const bool ok =
+                co_await WriteWhole(stream, p.status, p.content_type, p.data, keep_alive);
+            co_return ok&& keep_alive;
           }
           case Piece::kBegin:
             ok = co_await WriteRaw(
-                stream,
-                fmt::format(
-                    "HTTP/1.1 {} {}\r\nContent-Type: {}\r\n"
-                    "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n"
-                    "Connection: {}\r\n\r\n",
-                    p.status,
-                    std::string(bhttp::obsolete_reason(static_cast<bhttp::status>(p.status))),
-                    p.content_type, keep_alive ? "keep-alive" : "close"));
+                stream, ResponseHead(p.status, p.content_type,
+                                     "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n",
+                                     keep_alive));
             break;
           case Piece::kWrite:
             ok = co_await WriteRaw(stream, fmt::format("{:x}\r\n{}\r\n", p.data.size(), p.data));
@@ -234,25 +240,19 @@ struct Server::Impl {
       auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
       first = false;
       if (ec == bhttp::error::body_limit) {
-        bhttp::response<bhttp::string_body> res{bhttp::status::payload_too_large, 11};
-        res.set(bhttp::field::content_type, "application/json");
-        res.keep_alive(false);
-        res.body() = OpenAiError(
-            413, fmt::format("request body larger than {} bytes", options.max_body_bytes));
-        res.prepare_payload();
-        co_await bhttp::async_write(stream, res, kNoThrow);
+        co_await WriteWhole(stream, 413, "application/json",
+                            OpenAiError(413, fmt::format("request body larger than {} bytes",
+                                                         options.max_body_bytes)),
+                            false);
         co_await LingeringClose(stream);
         break;
       }
       if (ec) {
         if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
             ec != asio::error::eof && ec != asio::error::connection_reset) {
-          bhttp::response<bhttp::string_body> res{bhttp::status::bad_request, 11};
-          res.set(bhttp::field::content_type, "application/json");
-          res.keep_alive(false);
-          res.body() = OpenAiError(400, fmt::format("malformed HTTP request: {}", ec.message()));
-          res.prepare_payload();
-          co_await bhttp::async_write(stream, res, kNoThrow);
+          co_await WriteWhole(
+              stream, 400, "application/json",
+              OpenAiError(400, fmt::format("malformed HTTP request: {}", ec.message())), false);
         }
         break;
       }
@@ -318,13 +318,14 @@ void Server::Stop(std::chrono::milliseconds grace) {
   if (!s.started) return;
   s.started = false;
   s.stopping = true;
-  std::promise<void> closed;
-  asio::post(s.acceptor->get_executor(), [&s, &closed] {
+  // Shared with the posted close: it may run after this waits no longer.
+  auto closed = std::make_shared<std::promise<void>>();
+  asio::post(s.acceptor->get_executor(), [&s, closed] {
     boost::system::error_code ignored;
     s.acceptor->close(ignored);
-    closed.set_value();
+    closed->set_value();
   });
-  closed.get_future().wait_for(std::chrono::seconds(1));
+  closed->get_future().wait_for(std::chrono::seconds(1));
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (s.in_flight > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));

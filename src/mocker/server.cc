@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "api/prompt.h"
+#include "api/request_fields.h"
 #include "common/base64.h"
 #include "common/log.h"
 #include "http/server.h"
@@ -34,14 +35,9 @@ std::string TokenText(uint32_t token) {
   return std::string(" ") + kWords[token % std::size(kWords)];
 }
 
-struct BadRequest {
-  std::string message;
-};
-
-const json::value* Field(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v == nullptr || v->is_null() ? nullptr : v;
-}
+// A client error; its message is the 400's.
+using BadRequest = api::BadField;
+using api::Field;
 
 uint32_t PositiveInt(const json::object& o, std::string_view key, uint32_t fallback) {
   const json::value* v = Field(o, key);
@@ -59,13 +55,6 @@ uint32_t NonNegativeInt(const json::object& o, std::string_view key) {
     throw BadRequest{fmt::format("'{}' must be a non-negative integer", key)};
   }
   return static_cast<uint32_t>(std::min<int64_t>(v->as_int64(), UINT32_MAX));
-}
-
-bool Flag(const json::object& o, std::string_view key) {
-  const json::value* v = Field(o, key);
-  if (v == nullptr) return false;
-  if (!v->is_bool()) throw BadRequest{fmt::format("'{}' must be a boolean", key)};
-  return v->as_bool();
 }
 
 // Length of `s` without a trailing, incomplete UTF-8 sequence.
@@ -191,14 +180,14 @@ struct MockerServer::Impl {
     p.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-    p.stream = Flag(o, "stream");
+    p.stream = api::BoolField(o, "stream");
     p.model = Field(o, "model") && o.at("model").is_string()
                   ? std::string(o.at("model").as_string())
                   : options.model;
     if (const json::value* so = Field(o, "stream_options"); so && so->is_object()) {
-      p.include_usage = Flag(so->as_object(), "include_usage");
+      p.include_usage = api::BoolField(so->as_object(), "include_usage");
     }
-    p.want_experts = options.return_routed_experts || Flag(o, "return_routed_experts");
+    p.want_experts = options.return_routed_experts || api::BoolField(o, "return_routed_experts");
     p.experts_start =
         NonNegativeInt(o, options.kind == EngineKind::kSglang ? "routed_experts_start_len"
                                                               : "routed_experts_prompt_start");
