@@ -308,7 +308,9 @@ struct Gateway::Impl {
                            so->as_object().at("include_usage") == true;
         if (!asked) {
           // Token counts size the experts array; the client did not ask for the usage chunk.
-          o["stream_options"] = json::object{{"include_usage", true}};
+          // Its other stream options stay as they were.
+          if (so == nullptr || !so->is_object()) so = &(o["stream_options"] = json::object{});
+          so->as_object()["include_usage"] = true;
           plan.drop_usage = true;
         }
       }

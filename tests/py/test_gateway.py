@@ -290,6 +290,14 @@ class GatewayTest(unittest.TestCase):
             self.assertEqual(sent, {"prompt": [5, 6, 7], "max_tokens": 1, "stream": False,
                                     "return_routed_experts": True,
                                     "routed_experts_start_len": 1})  # SGLang's own fields
+            # Streaming: usage is forced for the token counts; the client's other stream
+            # options reach the engine as they were.
+            gw.request("POST", "/v1/completions", {
+                "prompt": [5, 6, 7], "max_tokens": 1, "stream": True,
+                "stream_options": {"continuous_usage_stats": True},
+                "nvext": {"extra_fields": ["routed_experts"]}}, {"Authorization": "Bearer sk-1"})
+            self.assertEqual(json.loads(seen[-1][2])["stream_options"],
+                             {"continuous_usage_stats": True, "include_usage": True})
         finally:
             gw.close()
             server.shutdown()
