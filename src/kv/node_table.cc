@@ -20,21 +20,6 @@ size_t NodeTable::memory_bytes() const {
   return bytes + overflow_.capacity() * sizeof(overflow_[0]);
 }
 
-size_t NodeTable::Locate(uint64_t key) const {
-  const size_t mask = entries_.size() - 1;
-  size_t i = Home(key);
-  while (entries_[i].key != 0 && entries_[i].key != key) i = (i + 1) & mask;
-  return i;
-}
-
-std::span<const uint32_t> NodeTable::Find(uint64_t key) const {
-  key = Normalize(key);
-  const Entry& e = entries_[Locate(key)];
-  if (e.key == 0) return {};
-  if (e.h[0] == kOverflow) return overflow_[e.h[1]];
-  return {e.h, e.h[1] == 0 ? size_t{1} : size_t{2}};
-}
-
 void NodeTable::Attach(uint64_t key, uint32_t slot, uint32_t tier_bit) {
   key = Normalize(key);
   if ((size_ + 1) * 4 > entries_.size() * 3) Grow();

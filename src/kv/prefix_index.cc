@@ -15,6 +15,28 @@ constexpr uint32_t kTierMask = (1u << wire::kNumTiers) - 1;
 
 uint32_t TierBit(wire::Tier tier) { return 1u << static_cast<uint32_t>(tier); }
 
+// Node keys: the root node's key is the first local hash, a child's key mixes its parent's
+// key with its own local hash. The keys never leave the index, so they need not be DESIGN.md
+// §4's sequence hashes (XXH3 per block, ~5 ns of serial latency per block in Match); what
+// they need, given local hashes that are themselves XXH3 outputs: a bijective mix of the
+// parent (no short cycles along repeated blocks), no symmetry between (a, b) and (b, a),
+// and a few cycles of latency.
+uint64_t ChildKey(uint64_t parent_key, uint64_t local_hash) {
+  uint64_t x = parent_key + 0x9E3779B97F4A7C15ull;  // so that parent 0 does not stay 0
+  x ^= x >> 32;
+  x *= 0xD6E8FEB86659FD93ull;
+  return x ^ local_hash;
+}
+
+// Holder lists are nearly always one or two words: compared inline, not through memcmp.
+bool SameHolders(std::span<const uint32_t> a, std::span<const uint32_t> b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 PrefixIndex::PrefixIndex(uint32_t block_size) : block_size_(block_size) {}
@@ -95,7 +117,7 @@ void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, co
   // Chain into node keys in place, then prefetch every slot this event touches: the
   // inserts below are independent cache misses.
   for (uint64_t& h : local_scratch_) {
-    seq = chained ? ChainSequenceHash(seq, h) : h;
+    seq = chained ? ChildKey(seq, h) : h;
     chained = true;
     h = seq;
     nodes_.Prefetch(seq);
@@ -161,38 +183,54 @@ void PrefixIndex::RemoveWorker(uint32_t worker) {
 
 void PrefixIndex::Match(std::span<const uint64_t> local_hashes, std::vector<Overlap>& out) const {
   out.clear();
-  if (local_hashes.empty()) return;
+  const size_t n = local_hashes.size();
+  if (n == 0) return;
+  absl::InlinedVector<uint64_t, 256> keys(n);  // node keys, computed before taking the lock
+  keys[0] = local_hashes[0];
+  for (size_t i = 1; i < n; ++i) keys[i] = ChildKey(keys[i - 1], local_hashes[i]);
+
   struct Candidate {
     uint32_t slot;
+    uint32_t tier;  // the tier it holds the current run's blocks on
     std::array<uint32_t, wire::kNumTiers> blocks;
   };
   absl::InlinedVector<Candidate, 16> active;
-  // Node keys first (pure hashing, no lock), so the lookups can be prefetched ahead: each
-  // is an independent cache miss in a large table.
-  absl::InlinedVector<uint64_t, 256> seq(local_hashes.size());
-  seq[0] = local_hashes[0];
-  for (size_t i = 1; i < seq.size(); ++i) seq[i] = ChainSequenceHash(seq[i - 1], local_hashes[i]);
-  constexpr size_t kPrefetchAhead = 16;
+  // Lookups are independent cache misses in a large table: each node is prefetched kAhead
+  // lookups before it is read.
+  constexpr size_t kAhead = 16;
   std::shared_lock lock(mu_);
-  for (size_t i = 0; i < std::min(kPrefetchAhead, seq.size()); ++i) nodes_.Prefetch(seq[i]);
-  for (uint32_t word : nodes_.Find(seq[0])) {
-    Candidate c{word >> kTierBits, {}};
-    c.blocks[std::countr_zero(word & kTierMask)] = 1;
-    active.push_back(c);
+  for (size_t i = 0; i < std::min(kAhead, n); ++i) nodes_.Prefetch(keys[i]);
+  // Along a prefix, consecutive nodes nearly always have the very same holders with the
+  // same tiers: such a run [run_start, i) is counted once, and the candidates are merged
+  // with a node's holders only where they change.
+  std::span<const uint32_t> run_holders = nodes_.Find(keys[0]);
+  for (uint32_t word : run_holders) {
+    active.push_back(Candidate{
+        word >> kTierBits, static_cast<uint32_t>(std::countr_zero(word & kTierMask)), {}});
   }
-  for (size_t i = 1; i < seq.size() && !active.empty(); ++i) {
-    if (i + kPrefetchAhead < seq.size()) nodes_.Prefetch(seq[i + kPrefetchAhead]);
-    const std::span<const uint32_t> holders = nodes_.Find(seq[i]);
+  uint64_t run_word = nodes_.HoldersWord(keys[0]);
+  size_t run_start = 0;
+  size_t i = 1;
+  for (; i < n && !active.empty(); ++i) {
+    for (; i < n; ++i) {  // the common case, kept tight
+      if (i + kAhead < n) nodes_.Prefetch(keys[i + kAhead]);
+      if (nodes_.HoldersWord(keys[i]) != run_word) break;
+    }
+    if (i == n) break;
+    const std::span<const uint32_t> holders = nodes_.Find(keys[i]);
+    if (SameHolders(holders, run_holders)) continue;  // a node of more than two holders
+    for (Candidate& c : active) c.blocks[c.tier] += static_cast<uint32_t>(i - run_start);
+    run_start = i;
     if (holders.empty()) break;
-    // Merge the sorted candidate list with the node's sorted holders: a candidate missing
-    // here has reached the end of its prefix.
+    // Merge the sorted candidates with the node's sorted holders: a candidate missing here
+    // has reached the end of its prefix.
     size_t kept = 0;
     auto h = holders.begin();
     for (size_t j = 0; j < active.size(); ++j) {
       Candidate& c = active[j];
       while (h != holders.end() && (*h >> kTierBits) < c.slot) ++h;
       if (h != holders.end() && (*h >> kTierBits) == c.slot) {
-        ++c.blocks[std::countr_zero(*h & kTierMask)];
+        c.tier = static_cast<uint32_t>(std::countr_zero(*h & kTierMask));
         if (kept != j) active[kept] = c;  // compact only once someone has dropped out
         ++kept;
       } else {
@@ -200,8 +238,13 @@ void PrefixIndex::Match(std::span<const uint64_t> local_hashes, std::vector<Over
       }
     }
     active.resize(kept);
+    run_holders = holders;
+    run_word = nodes_.HoldersWord(keys[i]);
   }
-  for (const Candidate& c : active) out.push_back(Overlap{slots_[c.slot].key, c.blocks});
+  for (Candidate& c : active) {
+    c.blocks[c.tier] += static_cast<uint32_t>(i - run_start);
+    out.push_back(Overlap{slots_[c.slot].key, c.blocks});
+  }
 }
 
 IndexStats PrefixIndex::Stats() const {

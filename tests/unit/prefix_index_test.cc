@@ -134,6 +134,37 @@ TEST(PrefixIndex, TiersDpRanksClearAndRemoveWorker) {
   EXPECT_EQ(index.Stats().entries, 1u);
 }
 
+// Long prompts: longer than Match's prefetch distance and inline buffers, holders that
+// change along the chain (three workers, so a node's holders leave the inline pair), a tier
+// change in the middle of a worker's prefix, and a removal far down the chain.
+TEST(PrefixIndex, LongChainsWithChangingHolders) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(7, 300);
+  Apply(index, {1, 0}, {Store(d, 0, 100, wire::Tier::kDevice)});
+  Apply(index, {1, 0}, {Store(d, 100, 150, wire::Tier::kHost)});
+  Apply(index, {2, 0}, {Store(d, 0, 40, wire::Tier::kDevice)});
+  Apply(index, {3, 0}, {Store(d, 0, 300, wire::Tier::kDevice)});
+  Apply(index, {4, 0}, {Store(d, 0, 299, wire::Tier::kDisk)});
+  auto m = MatchMap(index, d.local);
+  EXPECT_EQ(m[std::make_pair(1u, 0u)], (Blocks{100, 50, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(2u, 0u)], (Blocks{40, 0, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{300, 0, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(4u, 0u)], (Blocks{0, 0, 299, 0}));
+
+  Apply(index, {3, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[257])}, wire::Tier::kDevice}});
+  Apply(index, {4, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[17])}, wire::Tier::kDisk}});
+  m = MatchMap(index, d.local);
+  EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{257, 0, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(4u, 0u)], (Blocks{0, 0, 17, 0}));
+  EXPECT_EQ(m[std::make_pair(1u, 0u)], (Blocks{100, 50, 0, 0}));
+  // A prompt that leaves the chain stops every worker there.
+  std::vector<uint64_t> prompt(d.local.begin(), d.local.begin() + 200);
+  prompt[120] ^= 1;
+  m = MatchMap(index, prompt);
+  EXPECT_EQ(m[std::make_pair(1u, 0u)], (Blocks{100, 20, 0, 0}));
+  EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{120, 0, 0, 0}));
+}
+
 TEST(PrefixIndex, LoraStoresOnlyMatchLoraRequests) {
   PrefixIndex index(kBs);
   const Doc d = Counting(0, 2);
