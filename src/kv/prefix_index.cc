@@ -66,11 +66,14 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
   }
   for (const wire::Event& e : batch.events) {
     if (e.kind == wire::EventKind::kDropped || e.kind == wire::EventKind::kInvalid) continue;
+    // A store's node keys are computed before locking (hashing the tokens is most of its
+    // work; only this thread writes the engine-hash maps it reads).
+    if (e.kind == wire::EventKind::kStored && !StoredKeys(slot, batch, e, stats)) continue;
     // Locked per event, not per batch: readers wait for at most one event.
     std::unique_lock lock(mu_);
     switch (e.kind) {
       case wire::EventKind::kStored:
-        ApplyStored(slot, batch, e, stats);
+        AttachStored(slot, batch, e, stats);
         break;
       case wire::EventKind::kRemoved:
         ApplyRemoved(slot, batch, e, stats);
@@ -86,53 +89,59 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
   }
 }
 
-void PrefixIndex::ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                              ApplyStats& stats) {
+bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                             ApplyStats& stats) {
   const auto engine_hashes = batch.BlockHashes(e);
   const auto tokens = batch.TokenIds(e);
   if (e.block_size != block_size_) {
     ++stats.block_size_mismatch;
-    return;
+    return false;
   }
   if (tokens.size() != engine_hashes.size() * block_size_ + (e.is_eagle ? 1 : 0)) {
     ++stats.token_count_mismatch;
-    return;
+    return false;
   }
-  WorkerBlocks& wb = slots_[slot];
-  uint64_t seq = 0;
+  const WorkerBlocks& wb = slots_[slot];
+  uint64_t key = 0;
   bool chained = false;
   if (e.has_parent) {
     auto parent = wb.engine_to_seq.find(e.parent_hash);
     if (parent == wb.engine_to_seq.end()) {
       ++stats.unknown_parent;
-      return;
+      return false;
     }
-    seq = parent->second;
+    key = parent->second;
     chained = true;
   }
   const auto name = batch.LoraName(e);
   const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{});
   local_scratch_.clear();
   AppendLocalBlockHashes(tokens, block_size_, seed, e.is_eagle, local_scratch_);
-  // Chain into node keys in place, then prefetch every slot this event touches: the
-  // inserts below are independent cache misses.
-  for (uint64_t& h : local_scratch_) {
-    seq = chained ? ChildKey(seq, h) : h;
+  for (uint64_t& h : local_scratch_) {  // local hashes -> node keys, in place
+    key = chained ? ChildKey(key, h) : h;
     chained = true;
-    h = seq;
-    nodes_.Prefetch(seq);
+    h = key;
   }
+  return true;
+}
+
+void PrefixIndex::AttachStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                               ApplyStats& stats) {
+  const auto engine_hashes = batch.BlockHashes(e);
+  WorkerBlocks& wb = slots_[slot];
+  // Prefetch every slot this event touches: the inserts below are independent cache misses.
+  for (uint64_t key : local_scratch_) nodes_.Prefetch(key);
   for (uint64_t engine_hash : engine_hashes) wb.engine_to_seq.prefetch(engine_hash);
   const uint32_t bit = TierBit(e.medium);
   for (size_t i = 0; i < engine_hashes.size(); ++i) {
-    seq = local_scratch_[i];
-    auto [it, inserted] = wb.engine_to_seq.try_emplace(engine_hashes[i], seq);
-    if (!inserted && it->second != seq) {
+    const uint64_t key = local_scratch_[i];
+    auto [it, inserted] = wb.engine_to_seq.try_emplace(engine_hashes[i], key);
+    if (!inserted && it->second != key) {
       // The engine reused a hash for other content: the old block is gone.
       nodes_.Detach(it->second, slot, kTierMask);
-      it->second = seq;
+      it->second = key;
     }
-    nodes_.Attach(seq, slot, bit);
+    nodes_.Attach(key, slot, bit);
   }
   stats.stored_blocks += engine_hashes.size();
 }

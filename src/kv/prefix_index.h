@@ -2,16 +2,16 @@
 // from KV events (DESIGN.md §5). It answers, for a request's local block hashes, how many
 // leading blocks each (worker, dp_rank) holds.
 //
-// Shape: a radix tree over local block hashes whose nodes are keyed by the chained
-// sequence hash (a node *is* a prefix; its parent edge is implicit in the chain), stored in
-// one NodeTable. Each node lists its holders as packed (slot, tier mask) words. Per worker,
-// a map from the engine's own block hash to the node resolves removals and parent links;
-// kvgate never matches on engine hashes.
+// Shape: a radix tree over local block hashes whose nodes are keyed by a chained key (a
+// node *is* a prefix; its parent edge is implicit in the chain), stored in one NodeTable. Each node
+// lists its holders as packed (slot, tier mask) words. Per worker, a map from the engine's own
+// block hash to the node resolves removals and parent links; kvgate never matches on engine hashes.
 //
-// Concurrency: one writer applies events under an exclusive lock taken per event; readers
-// match under a shared lock and never block each other. An event is a few blocks (about a
-// microsecond), so a reader waits at most that long; bench/index_bench measures match
-// latency with a writer running.
+// Concurrency: one writer applies events under an exclusive lock taken per event (hashing a
+// store's tokens happens before it); readers match under a shared lock and never block
+// each other, and waiting readers go before the writer's next event. An event is a few
+// blocks (well under a microsecond locked), so a reader waits at most that long;
+// bench/index_bench measures match latency with a writer running.
 #pragma once
 
 #include <array>
@@ -94,8 +94,12 @@ class PrefixIndex {
   };
 
   uint32_t SlotFor(WorkerKey worker);
-  void ApplyStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                   ApplyStats& stats);
+  // A store in two steps: its node keys into local_scratch_ (no lock needed; false: the
+  // store is skipped, counted in `stats`), then attaching them under the writer lock.
+  bool StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                  ApplyStats& stats);
+  void AttachStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                    ApplyStats& stats);
   void ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
                     ApplyStats& stats);
   void ClearSlot(uint32_t slot);
@@ -106,7 +110,7 @@ class PrefixIndex {
   std::vector<WorkerBlocks> slots_;
   absl::flat_hash_map<WorkerKey, uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;
-  // Writer scratch, reused across events.
+  // Writer scratch, reused across events: a store's node keys.
   std::vector<uint64_t> local_scratch_;
 };
 
