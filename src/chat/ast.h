@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "chat/template.h"
@@ -53,7 +54,7 @@ enum class BinaryOp : uint8_t {
   kIn,
   kNotIn,
   kConcat,
-  kAdd,
+  kAdd,  // kAdd and everything after it: arithmetic (Undefined operands raise)
   kSub,
   kMul,
   kDiv,
@@ -66,6 +67,8 @@ struct Template::Node {
   NodeKind kind;
   BinaryOp op = BinaryOp::kAdd;  // kBinary
   int line = 0;
+  int id = -1;           // kName, kMacro: the variable's number (see NameTable)
+  std::vector<int> ids;  // numbers of the variables in `names` (kFor, kSet, kMacro)
   std::string text;
   Value value;
   bool negated = false;
@@ -79,5 +82,19 @@ using Node = Template::Node;
 using NodePtr = std::unique_ptr<Node>;
 
 Status ParseTemplate(std::string_view source, NodePtr* root);
+
+// Every variable name a template uses gets a number once, after parsing, so that rendering
+// finds variables by comparing numbers instead of hashing strings.
+struct Template::NameTable {
+  static constexpr int kLoop = 0;    // `loop` in a for body
+  static constexpr int kCaller = 1;  // `caller` in a {% call %} body
+  std::vector<std::string> names;    // number -> name
+  std::unordered_map<std::string, int> numbers;
+
+  NameTable();
+  int Number(const std::string& name);
+  // Numbers the variables of `root`'s tree: sets Node::id and Node::ids.
+  void NumberTree(Node& root);
+};
 
 }  // namespace kvgate::chat

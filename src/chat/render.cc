@@ -278,9 +278,19 @@ const Value* Arg(std::vector<Value>& args, std::vector<std::pair<std::string, Va
   return Kwarg(kwargs, name);
 }
 
+using NameTable = Template::NameTable;
+
 class Renderer {
  public:
-  explicit Renderer(const Value& variables) : globals_(variables) { scopes_.emplace_back(); }
+  Renderer(const Value& variables, const NameTable& names) : globals_(names.names.size()) {
+    if (variables.kind == Value::Kind::kDict) {
+      for (const auto& [name, value] : *variables.dict) {
+        auto it = names.numbers.find(name);
+        if (it != names.numbers.end()) globals_[it->second] = &value;
+      }
+    }
+    frames_.emplace_back();
+  }
 
   void Exec(const Node& n, std::string& out, Flow& flow) {
     switch (n.kind) {
@@ -329,18 +339,18 @@ class Renderer {
           v = Value::String(std::move(captured));
         }
         if (n.names.size() == 2) {
-          Value ns = Lookup(n.names[0]);
+          Value ns = Lookup(n.ids[0]);
           if (ns.kind != Value::Kind::kDict || !ns.is_namespace) {
             Fail("cannot assign attribute on non-namespace object");
           }
           ns.Set(n.names[1], std::move(v));
         } else {
-          scopes_.back()[n.names[0]] = std::move(v);
+          SetVar(n.ids[0], std::move(v));
         }
         return;
       }
       case NodeKind::kMacro:
-        scopes_.back()[n.text] = MakeMacro(n);
+        SetVar(n.id, MakeMacro(n));
         return;
       case NodeKind::kCallBlock: {
         const Node& body = *n.a[1];
@@ -353,10 +363,10 @@ class Renderer {
           Exec(body, captured, f);
           return Value::String(std::move(captured));
         };
-        scopes_.emplace_back();
-        scopes_.back()["caller"] = caller;
+        frames_.emplace_back();
+        SetVar(NameTable::kCaller, std::move(caller));
         out += Eval(*n.a[0]).Str();
-        scopes_.pop_back();
+        frames_.pop_back();
         return;
       }
       case NodeKind::kFilterBlock: {
@@ -378,15 +388,29 @@ class Renderer {
   }
 
  private:
-  using Scope = std::unordered_map<std::string, Value>;
+  // A for loop's state; `loop` itself becomes a value only if the body uses it as one
+  // (`loop.index` and the like are answered from here).
+  struct LoopState {
+    const std::vector<Value>* items = nullptr;
+    int64_t index = 0;
+    Value as_value;
+    bool built = false;
+  };
+  // Variables of one scope: the template's top level, a for body, a macro call. Few, so
+  // looked up by a linear scan over their numbers.
+  struct Frame {
+    std::vector<std::pair<int, Value>> vars;
+    LoopState* loop = nullptr;
+  };
 
   // The value a name / attribute / item chain refers to, without copying it; null when the
   // expression is something else (or its base is undefined). Valid until the next mutation.
   const Value* EvalRef(const Node& n) {
     switch (n.kind) {
       case NodeKind::kName:
-        return FindName(n.text);
+        return FindName(n.id);
       case NodeKind::kAttr: {
+        if (IsLoop(*n.a[0])) return nullptr;  // Eval answers loop.<field> without a dict
         const Value* obj = EvalRef(*n.a[0]);
         if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
         for (const auto& [k, v] : *obj->dict) {
@@ -422,22 +446,95 @@ class Renderer {
   }
 
   // Innermost scope first, then the template's variables; null when undefined.
-  const Value* FindName(const std::string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
-      auto f = it->find(name);
-      if (f != it->end()) return &f->second;
-    }
-    if (globals_.kind == Value::Kind::kDict) {
-      for (const auto& [k, v] : *globals_.dict) {
-        if (k == name) return &v;
+  const Value* FindName(int id) {
+    for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
+      for (auto& [number, value] : frame->vars) {
+        if (number == id) return &value;
       }
+      if (id == NameTable::kLoop && frame->loop != nullptr) return &LoopValue(*frame->loop);
     }
-    return nullptr;
+    return globals_[id];
   }
 
-  Value Lookup(const std::string& name) const {
-    const Value* v = FindName(name);
+  Value Lookup(int id) {
+    const Value* v = FindName(id);
     return v ? *v : Value::Undefined();
+  }
+
+  void SetVar(int id, Value v) {
+    for (auto& [number, value] : frames_.back().vars) {
+      if (number == id) {
+        value = std::move(v);
+        return;
+      }
+    }
+    frames_.back().vars.emplace_back(id, std::move(v));
+  }
+
+  static constexpr std::string_view kLoopFields[] = {"index",  "index0",   "revindex", "revindex0",
+                                                     "first",  "last",     "length",   "depth",
+                                                     "depth0", "previtem", "nextitem"};
+
+  // One attribute of a loop; false for a name a loop does not have.
+  static bool LoopField(const LoopState& loop, std::string_view field, Value* out) {
+    const std::vector<Value>& items = *loop.items;
+    const int64_t i = loop.index;
+    const int64_t len = static_cast<int64_t>(items.size());
+    if (field == "index") {
+      *out = Value::Int(i + 1);
+    } else if (field == "index0") {
+      *out = Value::Int(i);
+    } else if (field == "first") {
+      *out = Value::Bool(i == 0);
+    } else if (field == "last") {
+      *out = Value::Bool(i == len - 1);
+    } else if (field == "length") {
+      *out = Value::Int(len);
+    } else if (field == "revindex") {
+      *out = Value::Int(len - i);
+    } else if (field == "revindex0") {
+      *out = Value::Int(len - i - 1);
+    } else if (field == "depth") {
+      *out = Value::Int(1);
+    } else if (field == "depth0") {
+      *out = Value::Int(0);
+    } else if (field == "previtem") {
+      *out = i > 0 ? items[i - 1] : Value::Undefined();
+    } else if (field == "nextitem") {
+      *out = i + 1 < len ? items[i + 1] : Value::Undefined();
+    } else {
+      return false;
+    }
+    return true;
+  }
+
+  const Value& LoopValue(LoopState& loop) {
+    if (!loop.built) {
+      Dict fields;
+      for (std::string_view field : kLoopFields) {
+        Value v;
+        LoopField(loop, field, &v);
+        fields.emplace_back(std::string(field), std::move(v));
+      }
+      loop.as_value = Value::MakeDict(std::move(fields));
+      loop.built = true;
+    }
+    return loop.as_value;
+  }
+
+  static bool IsLoop(const Node& n) {
+    return n.kind == NodeKind::kName && n.id == NameTable::kLoop;
+  }
+
+  // `loop.<field>` straight from the innermost loop; false when `loop` is not a loop there.
+  bool LoopAttr(const std::string& field, Value* out) {
+    for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
+      for (auto& [number, value] : frame->vars) {
+        if (number == NameTable::kLoop) return false;  // rebound by `set`
+      }
+      if (frame->loop != nullptr) return LoopField(*frame->loop, field, out);
+    }
+    return false;
   }
 
   void ExecFor(const Node& n, std::string& out, Flow& flow) {
@@ -446,10 +543,10 @@ class Renderer {
     if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
       std::vector<Value> kept;
       for (Value& item : items) {
-        scopes_.emplace_back();
-        Bind(n.names, item);
+        frames_.emplace_back();
+        Bind(n.ids, item);
         if (Eval(*n.a[1]).Truthy()) kept.push_back(item);
-        scopes_.pop_back();
+        frames_.pop_back();
       }
       items.swap(kept);
     }
@@ -457,43 +554,36 @@ class Renderer {
       if (n.a[3]) Exec(*n.a[3], out, flow);
       return;
     }
-    const int64_t len = static_cast<int64_t>(items.size());
     // One scope for the loop, emptied per iteration: assignments never outlive an iteration
-    // (as in Jinja2), and the map keeps its buckets.
-    scopes_.emplace_back();
-    for (int64_t i = 0; i < len; ++i) {
-      scopes_.back().clear();
-      Value loop = Value::MakeDict({{"index", Value::Int(i + 1)},
-                                    {"index0", Value::Int(i)},
-                                    {"revindex", Value::Int(len - i)},
-                                    {"revindex0", Value::Int(len - i - 1)},
-                                    {"first", Value::Bool(i == 0)},
-                                    {"last", Value::Bool(i == len - 1)},
-                                    {"length", Value::Int(len)},
-                                    {"depth", Value::Int(1)},
-                                    {"depth0", Value::Int(0)},
-                                    {"previtem", i > 0 ? items[i - 1] : Value::Undefined()},
-                                    {"nextitem", i + 1 < len ? items[i + 1] : Value::Undefined()}});
-      scopes_.back()["loop"] = loop;
-      Bind(n.names, items[i]);
+    // (as in Jinja2), and the scope keeps its storage.
+    LoopState loop;
+    loop.items = &items;
+    frames_.emplace_back();
+    for (size_t i = 0; i < items.size(); ++i) {
+      Frame& frame = frames_.back();
+      frame.vars.clear();
+      frame.loop = &loop;
+      loop.index = static_cast<int64_t>(i);
+      loop.built = false;
+      Bind(n.ids, items[i]);
       Flow f = Flow::kNormal;
       Exec(*n.a[2], out, f);
       if (f == Flow::kBreak) break;
     }
-    scopes_.pop_back();
+    frames_.pop_back();
     (void)flow;
   }
 
-  void Bind(const std::vector<std::string>& names, const Value& item) {
-    if (names.size() == 1) {
-      scopes_.back()[names[0]] = item;
+  void Bind(const std::vector<int>& ids, const Value& item) {
+    if (ids.size() == 1) {
+      SetVar(ids[0], item);
       return;
     }
     std::vector<Value> parts = Iterate(item);
-    if (parts.size() != names.size()) {
-      Fail(fmt::format("cannot unpack {} values into {} names", parts.size(), names.size()));
+    if (parts.size() != ids.size()) {
+      Fail(fmt::format("cannot unpack {} values into {} names", parts.size(), ids.size()));
     }
-    for (size_t i = 0; i < names.size(); ++i) scopes_.back()[names[i]] = parts[i];
+    for (size_t i = 0; i < ids.size(); ++i) SetVar(ids[i], parts[i]);
   }
 
   Value MakeMacro(const Node& n) {
@@ -501,7 +591,7 @@ class Renderer {
     v.kind = Value::Kind::kCallable;
     v.callable = std::make_shared<Callable>();
     v.callable->fn = [this, &n](std::vector<Value>& args, auto& kwargs) {
-      scopes_.emplace_back();
+      frames_.emplace_back();
       for (size_t i = 0; i < n.names.size(); ++i) {
         Value value;
         if (i < args.size()) {
@@ -511,12 +601,12 @@ class Renderer {
         } else if (n.children[i]) {
           value = Eval(*n.children[i]);
         }
-        scopes_.back()[n.names[i]] = value;
+        SetVar(n.ids[i], std::move(value));
       }
       std::string captured;
       Flow f = Flow::kNormal;
       Exec(*n.a[0], captured, f);
-      scopes_.pop_back();
+      frames_.pop_back();
       return Value::String(std::move(captured));
     };
     return v;
@@ -527,7 +617,7 @@ class Renderer {
       case NodeKind::kLiteral:
         return n.value;
       case NodeKind::kName:
-        return Lookup(n.text);
+        return Lookup(n.id);
       case NodeKind::kList: {
         List items;
         for (const auto& c : n.children) items.push_back(Eval(*c));
@@ -542,6 +632,11 @@ class Renderer {
         return d;
       }
       case NodeKind::kAttr: {
+        if (IsLoop(*n.a[0])) {
+          Value field;
+          if (LoopAttr(n.text, &field)) return field;
+        }
+        if (const Value* v = EvalRef(n)) return *v;
         const Value obj = Eval(*n.a[0]);
         if (!obj.defined()) Fail(fmt::format("'{}' is undefined", Describe(*n.a[0])));
         if (obj.kind == Value::Kind::kDict) return obj.Get(n.text);
@@ -582,6 +677,20 @@ class Renderer {
       default:
         Fail("statement used as an expression");
     }
+  }
+
+  // Jinja2's message for using an undefined value that expression `n` produced.
+  [[noreturn]] void FailUndefined(const Node& n) {
+    if (n.kind == NodeKind::kAttr ||
+        (n.kind == NodeKind::kItem && n.a[1]->kind == NodeKind::kLiteral)) {
+      const Value obj = Eval(*n.a[0]);
+      if (n.kind == NodeKind::kItem && !n.a[1]->value.is_string()) {
+        Fail(fmt::format("{} object has no element {}", KindName(obj), n.a[1]->value.Repr()));
+      }
+      const std::string& name = n.kind == NodeKind::kAttr ? n.text : n.a[1]->value.text;
+      Fail(fmt::format("'{} object' has no attribute '{}'", KindName(obj), name));
+    }
+    Fail(fmt::format("'{}' is undefined", Describe(n)));
   }
 
   static std::string Describe(const Node& n) {
@@ -628,6 +737,10 @@ class Renderer {
     }
     Value l = Eval(*n.a[0]);
     const Value r = Eval(*n.a[1]);
+    if (n.op >= BinaryOp::kAdd) {  // arithmetic on Undefined raises, as Jinja2's Undefined does
+      if (!l.defined()) FailUndefined(*n.a[0]);
+      if (!r.defined()) FailUndefined(*n.a[1]);
+    }
     switch (n.op) {
       case BinaryOp::kEq:
         return Value::Bool(Equal(l, r));
@@ -757,8 +870,11 @@ class Renderer {
     }
     EvalArgs(n, args, kwargs);
     if (callee.kind == NodeKind::kName) {
-      const Value f = Lookup(callee.text);
-      if (f.kind == Value::Kind::kCallable) return f.callable->fn(args, kwargs);
+      const Value* f = FindName(callee.id);
+      if (f != nullptr && f->kind == Value::Kind::kCallable) {
+        const std::shared_ptr<Callable> fn = f->callable;  // the call may rebind the name
+        return fn->fn(args, kwargs);
+      }
       return Global(callee.text, args, kwargs);
     }
     const Value f = Eval(callee);
@@ -1317,8 +1433,8 @@ class Renderer {
     Fail(fmt::format("no filter named '{}'", f));
   }
 
-  const Value& globals_;
-  std::vector<Scope> scopes_;
+  std::vector<const Value*> globals_;  // the template's variables, by number
+  std::vector<Frame> frames_;
 };
 
 }  // namespace
@@ -1329,6 +1445,8 @@ Template::~Template() = default;
 Status Template::Parse(std::string_view source, std::unique_ptr<Template>* out) {
   std::unique_ptr<Template> t(new Template());
   if (Status s = ParseTemplate(source, &t->root_); !s.ok()) return s;
+  t->names_ = std::make_unique<NameTable>();
+  t->names_->NumberTree(*t->root_);
   *out = std::move(t);
   return Status::Ok();
 }
@@ -1336,7 +1454,7 @@ Status Template::Parse(std::string_view source, std::unique_ptr<Template>* out) 
 Status Template::Render(const Value& variables, std::string* out) const {
   out->clear();
   try {
-    Renderer r(variables);
+    Renderer r(variables, *names_);
     Flow flow = Flow::kNormal;
     r.Exec(*root_, *out, flow);
   } catch (const RenderError& e) {

@@ -23,10 +23,12 @@ class Template {
   Status Render(const Value& variables, std::string* out) const;
 
   struct Node;
+  struct NameTable;
 
  private:
   Template();
   std::unique_ptr<Node> root_;
+  std::unique_ptr<NameTable> names_;
 };
 
 }  // namespace kvgate::chat

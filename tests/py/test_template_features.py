@@ -20,6 +20,8 @@ CASES = [
     "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.revindex }}:{{ x }} {% endfor %}",
     "{% for x in xs %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}",
     "{% for x in [] %}x{% else %}empty{% endfor %}",
+    "{% for x in xs %}{% set outer = loop %}{% for y in [1, 2] %}{{ outer.index }}{{ loop.index }}{{ loop.previtem }}{{ loop.last }} {% endfor %}{% endfor %}",
+    "{% for x in xs %}{{ loop.nope is defined }}{{ loop.depth }}{{ loop.revindex0 }}{% endfor %}[{{ loop }}]",
     "{% for x in xs if x > 1 %}{{ x }}/{{ loop.length }} {% endfor %}",
     "{% for k, v in d.items() %}{{ k }}={{ v }},{% endfor %}{% for k in d %}{{ k }}{% endfor %}",
     "{% for x in xs %}{% if x == 1 %}{% continue %}{% endif %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% endfor %}",
@@ -60,6 +62,11 @@ CASES = [
     "{{ raise_exception('custom failure: ' ~ xs|length) }}",
     "{{ xs.nope() }}",
     "{% for m in users %}{{ m.name ~ ('!' if m.admin) }}{% endfor %}",
+    "{{ s + '|' + u + '|' ~ f ~ '|' + 'x' }} {{ 'a' + 'b' ~ 1 + 2 }} {{ xs + [4] }} {{ f + 1 + 2 }}",
+    "{{ 'a' + s + 1 }}",
+    "{{ s + undefined_name }}",
+    "{{ d.zz + 1 }}",
+    "{{ 2 * xs[7] }}",
 ]
 
 
