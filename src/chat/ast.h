@@ -4,7 +4,9 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "chat/template.h"
@@ -62,6 +64,22 @@ enum class BinaryOp : uint8_t {
   kMod,
   kPow,
 };
+
+// How each operator is written.
+inline constexpr std::pair<std::string_view, BinaryOp> kBinaryOps[] = {
+    {"and", BinaryOp::kAnd},      {"or", BinaryOp::kOr},    {"==", BinaryOp::kEq},
+    {"!=", BinaryOp::kNe},        {"<", BinaryOp::kLt},     {">", BinaryOp::kGt},
+    {"<=", BinaryOp::kLe},        {">=", BinaryOp::kGe},    {"in", BinaryOp::kIn},
+    {"not in", BinaryOp::kNotIn}, {"~", BinaryOp::kConcat}, {"+", BinaryOp::kAdd},
+    {"-", BinaryOp::kSub},        {"*", BinaryOp::kMul},    {"/", BinaryOp::kDiv},
+    {"//", BinaryOp::kFloorDiv},  {"%", BinaryOp::kMod},    {"**", BinaryOp::kPow}};
+
+inline std::string_view OperatorText(BinaryOp op) {
+  for (const auto& [text, code] : kBinaryOps) {
+    if (code == op) return text;
+  }
+  return "?";
+}
 
 struct Template::Node {
   NodeKind kind;

@@ -81,11 +81,11 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
   Value vars = Value::MakeDict();
   // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
   Value msgs = Value::FromJson(*messages);
-  for (Value& m : *msgs.list) {
+  for (Value& m : *msgs.list()) {
     if (m.kind != Value::Kind::kDict) return Status::Error("each message must be an object");
     Value calls = m.Get("tool_calls");
     if (calls.kind != Value::Kind::kList) continue;
-    for (Value& call : *calls.list) {
+    for (Value& call : *calls.list()) {
       Value fn = call.Get("function");
       if (fn.kind != Value::Kind::kDict) continue;
       Value args = fn.Get("arguments");
@@ -101,7 +101,7 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
   vars.Set("documents", Value::None());
   const json::value* agp = body->if_contains("add_generation_prompt");
   vars.Set("add_generation_prompt", Value::Bool(agp && agp->is_bool() ? agp->as_bool() : true));
-  for (const auto& [key, value] : *special_tokens_.dict) vars.Set(key, value);
+  for (const auto& [key, value] : *special_tokens_.dict()) vars.Set(key, value);
   if (const json::value* kwargs = body->if_contains("chat_template_kwargs");
       kwargs && kwargs->is_object()) {
     for (const auto& [key, value] : kwargs->as_object()) {

@@ -533,15 +533,8 @@ class ExprParser {
     Fail("unexpected token");
   }
   NodePtr Binary(std::string op, NodePtr l, NodePtr r) {
-    static const std::pair<std::string_view, BinaryOp> kOps[] = {
-        {"and", BinaryOp::kAnd},      {"or", BinaryOp::kOr},    {"==", BinaryOp::kEq},
-        {"!=", BinaryOp::kNe},        {"<", BinaryOp::kLt},     {">", BinaryOp::kGt},
-        {"<=", BinaryOp::kLe},        {">=", BinaryOp::kGe},    {"in", BinaryOp::kIn},
-        {"not in", BinaryOp::kNotIn}, {"~", BinaryOp::kConcat}, {"+", BinaryOp::kAdd},
-        {"-", BinaryOp::kSub},        {"*", BinaryOp::kMul},    {"/", BinaryOp::kDiv},
-        {"//", BinaryOp::kFloorDiv},  {"%", BinaryOp::kMod},    {"**", BinaryOp::kPow}};
     auto n = Make(NodeKind::kBinary);
-    for (const auto& [name, code] : kOps) {
+    for (const auto& [name, code] : kBinaryOps) {
       if (name == op) n->op = code;
     }
     n->text = std::move(op);

@@ -6,9 +6,11 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <span>
 
 #include "chat/ast.h"
 
@@ -204,10 +206,10 @@ std::string KindName(const Value& v) {
 std::vector<Value> Iterate(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kList:
-      return *v.list;
+      return *v.list();
     case Value::Kind::kDict: {
       std::vector<Value> keys;
-      for (const auto& [k, x] : *v.dict) keys.push_back(Value::String(k));
+      for (const auto& [k, x] : *v.dict()) keys.push_back(Value::String(k));
       return keys;
     }
     case Value::Kind::kString: {
@@ -243,7 +245,7 @@ int64_t NormalizeIndex(int64_t i, size_t size) {
 Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value& step) {
   const bool is_str = v.is_string();
   std::vector<Value> items =
-      is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list : Iterate(v));
+      is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list() : Iterate(v));
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t st = step.defined() && !step.is_none() ? step.integer : 1;
   if (st == 0) Fail("slice step cannot be zero");
@@ -284,7 +286,7 @@ class Renderer {
  public:
   Renderer(const Value& variables, const NameTable& names) : globals_(names.names.size()) {
     if (variables.kind == Value::Kind::kDict) {
-      for (const auto& [name, value] : *variables.dict) {
+      for (const auto& [name, value] : *variables.dict()) {
         auto it = names.numbers.find(name);
         if (it != names.numbers.end()) globals_[it->second] = &value;
       }
@@ -304,15 +306,7 @@ class Renderer {
         out += n.text;
         return;
       case NodeKind::kOutput:
-        if (const Value* v = EvalRef(*n.a[0])) {
-          if (v->is_string()) {
-            out += v->text;
-          } else {
-            out += v->Str();
-          }
-        } else {
-          out += Eval(*n.a[0]).Str();
-        }
+        Output(*n.a[0], out);
         return;
       case NodeKind::kIf: {
         size_t i = 0;
@@ -356,8 +350,8 @@ class Renderer {
         const Node& body = *n.a[1];
         Value caller;
         caller.kind = Value::Kind::kCallable;
-        caller.callable = std::make_shared<Callable>();
-        caller.callable->fn = [this, &body](auto&, auto&) {
+        caller.object = std::make_shared<Callable>();
+        caller.callable()->fn = [this, &body](auto&, auto&) {
           std::string captured;
           Flow f = Flow::kNormal;
           Exec(body, captured, f);
@@ -413,7 +407,7 @@ class Renderer {
         if (IsLoop(*n.a[0])) return nullptr;  // Eval answers loop.<field> without a dict
         const Value* obj = EvalRef(*n.a[0]);
         if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
-        for (const auto& [k, v] : *obj->dict) {
+        for (const auto& [k, v] : *obj->dict()) {
           if (k == n.text) return &v;
         }
         return nullptr;
@@ -424,12 +418,12 @@ class Renderer {
         const Value& key = n.a[1]->value;
         if (obj == nullptr) return nullptr;
         if (obj->kind == Value::Kind::kDict && key.is_string()) {
-          for (const auto& [k, v] : *obj->dict) {
+          for (const auto& [k, v] : *obj->dict()) {
             if (k == key.text) return &v;
           }
         } else if (obj->kind == Value::Kind::kList && key.kind == Value::Kind::kInt) {
-          const int64_t i = NormalizeIndex(key.integer, obj->list->size());
-          if (i >= 0 && i < static_cast<int64_t>(obj->list->size())) return &(*obj->list)[i];
+          const int64_t i = NormalizeIndex(key.integer, obj->list()->size());
+          if (i >= 0 && i < static_cast<int64_t>(obj->list()->size())) return &(*obj->list())[i];
         }
         return nullptr;
       }
@@ -589,8 +583,8 @@ class Renderer {
   Value MakeMacro(const Node& n) {
     Value v;
     v.kind = Value::Kind::kCallable;
-    v.callable = std::make_shared<Callable>();
-    v.callable->fn = [this, &n](std::vector<Value>& args, auto& kwargs) {
+    v.object = std::make_shared<Callable>();
+    v.callable()->fn = [this, &n](std::vector<Value>& args, auto& kwargs) {
       frames_.emplace_back();
       for (size_t i = 0; i < n.names.size(); ++i) {
         Value value;
@@ -705,9 +699,9 @@ class Renderer {
         return obj.Get(key.Str());
       case Value::Kind::kList: {
         if (key.kind != Value::Kind::kInt) return Value::Undefined();
-        const int64_t i = NormalizeIndex(key.integer, obj.list->size());
-        if (i < 0 || i >= static_cast<int64_t>(obj.list->size())) return Value::Undefined();
-        return (*obj.list)[i];
+        const int64_t i = NormalizeIndex(key.integer, obj.list()->size());
+        if (i < 0 || i >= static_cast<int64_t>(obj.list()->size())) return Value::Undefined();
+        return (*obj.list())[i];
       }
       case Value::Kind::kString: {
         if (key.kind != Value::Kind::kInt) return Value::Undefined();
@@ -721,8 +715,74 @@ class Renderer {
     }
   }
 
+  // Writes str() of expression `e`. String concatenations (`~`, and `+` while its operands
+  // are strings) go to `out` piece by piece instead of building each intermediate string.
+  void Output(const Node& e, std::string& out) {
+    if (e.kind == NodeKind::kBinary && e.op == BinaryOp::kConcat) {
+      Output(*e.a[0], out);
+      Output(*e.a[1], out);
+      return;
+    }
+    if (e.kind == NodeKind::kBinary && e.op == BinaryOp::kAdd) {
+      OutputSum(e, out);
+      return;
+    }
+    if (const Value* v = EvalRef(e)) {
+      if (v->is_string()) {
+        out += v->text;
+      } else {
+        out += v->Str();
+      }
+      return;
+    }
+    out += Eval(e).Str();
+  }
+
+  // A chain a + b + c...: strings are appended as they come; the first operand that is not
+  // a string turns the sum so far into a value, and the rest is added the ordinary way, in
+  // the same order, so any error is the one Python raises.
+  void OutputSum(const Node& e, std::string& out) {
+    std::array<const Node*, 16> reversed;
+    size_t count = 0;
+    const Node* x = &e;
+    for (; x->kind == NodeKind::kBinary && x->op == BinaryOp::kAdd; x = x->a[0].get()) {
+      if (count + 1 == reversed.size()) {  // a very long chain: the ordinary way
+        out += Eval(e).Str();
+        return;
+      }
+      reversed[count++] = x->a[1].get();
+    }
+    reversed[count++] = x;
+    const std::span<const Node*> terms(reversed.data(), count);
+    std::reverse(terms.begin(), terms.end());
+    const size_t mark = out.size();
+    size_t i = 0;
+    Value sum;
+    for (; i < terms.size(); ++i) {
+      const Value* v = EvalRef(*terms[i]);
+      Value evaluated;
+      if (v == nullptr) {
+        evaluated = Eval(*terms[i]);
+        v = &evaluated;
+      }
+      if (v->is_string()) {
+        out += v->text;
+        continue;
+      }
+      sum = i == 0 ? *v
+                   : Arithmetic(BinaryOp::kAdd, Value::String(out.substr(mark)), *v, *terms[0],
+                                *terms[i]);
+      out.resize(mark);
+      break;
+    }
+    if (i == terms.size()) return;
+    for (++i; i < terms.size(); ++i) {
+      sum = Arithmetic(BinaryOp::kAdd, std::move(sum), Eval(*terms[i]), *terms[0], *terms[i]);
+    }
+    out += sum.Str();
+  }
+
   Value EvalBinary(const Node& n) {
-    const std::string& op = n.text;
     switch (n.op) {
       case BinaryOp::kAnd: {
         Value l = Eval(*n.a[0]);
@@ -736,11 +796,14 @@ class Renderer {
         break;
     }
     Value l = Eval(*n.a[0]);
-    const Value r = Eval(*n.a[1]);
-    if (n.op >= BinaryOp::kAdd) {  // arithmetic on Undefined raises, as Jinja2's Undefined does
-      if (!l.defined()) FailUndefined(*n.a[0]);
-      if (!r.defined()) FailUndefined(*n.a[1]);
+    // The right operand is read in place when it can be (nothing is evaluated after it).
+    const Value* rp = EvalRef(*n.a[1]);
+    Value evaluated;
+    if (rp == nullptr) {
+      evaluated = Eval(*n.a[1]);
+      rp = &evaluated;
     }
+    const Value& r = *rp;
     switch (n.op) {
       case BinaryOp::kEq:
         return Value::Bool(Equal(l, r));
@@ -761,76 +824,91 @@ class Renderer {
       case BinaryOp::kConcat:
         return Value::String(l.Str() + r.Str());
       default:
-        break;
+        return Arithmetic(n.op, std::move(l), r, *n.a[0], *n.a[1]);
     }
-    if (n.op == BinaryOp::kAdd) {
+  }
+
+  // `l op r` for the arithmetic operators; the operand nodes name an undefined operand.
+  Value Arithmetic(BinaryOp op_code, Value l, const Value& r, const Node& left, const Node& right) {
+    // Arithmetic on Undefined raises, as Jinja2's Undefined does.
+    if (!l.defined()) FailUndefined(left);
+    if (!r.defined()) FailUndefined(right);
+    const std::string_view op = OperatorText(op_code);
+    if (op_code == BinaryOp::kAdd) {
       if (l.is_string() && r.is_string()) {
         l.text += r.text;  // `l` is our own copy: append in place
         return l;
       }
       if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
-        List items = *l.list;
-        items.insert(items.end(), r.list->begin(), r.list->end());
+        List items = *l.list();
+        items.insert(items.end(), r.list()->begin(), r.list()->end());
         return Value::MakeList(std::move(items));
       }
     }
-    if (n.op == BinaryOp::kAdd && (l.is_string() || l.kind == Value::Kind::kList)) {
+    if (op_code == BinaryOp::kAdd && (l.is_string() || l.kind == Value::Kind::kList)) {
       Fail(fmt::format("can only concatenate {} (not \"{}\") to {}", KindName(l), KindName(r),
                        KindName(l)));
     }
-    if (op == "*" && l.is_string() && r.kind == Value::Kind::kInt) {
+    if (op_code == BinaryOp::kMul && l.is_string() && r.kind == Value::Kind::kInt) {
       std::string s;
       for (int64_t i = 0; i < r.integer; ++i) s += l.text;
       return Value::String(std::move(s));
     }
-    auto num = [](const Value& v) {
-      return v.kind == Value::Kind::kBool ? Value::Int(v.boolean) : v;
-    };
-    const Value a = num(l), b = num(r);
-    if (!a.is_number() || !b.is_number()) {
+    const bool numbers = (l.is_number() || l.kind == Value::Kind::kBool) &&
+                         (r.is_number() || r.kind == Value::Kind::kBool);
+    if (!numbers) {
       Fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, KindName(l),
                        KindName(r)));
     }
-    const bool ints = a.kind == Value::Kind::kInt && b.kind == Value::Kind::kInt;
-    if (op == "+")
-      return ints ? Value::Int(a.integer + b.integer) : Value::Float(a.AsDouble() + b.AsDouble());
-    if (op == "-")
-      return ints ? Value::Int(a.integer - b.integer) : Value::Float(a.AsDouble() - b.AsDouble());
-    if (op == "*")
-      return ints ? Value::Int(a.integer * b.integer) : Value::Float(a.AsDouble() * b.AsDouble());
-    if (op == "/") {
-      if (b.AsDouble() == 0) Fail("division by zero");
-      return Value::Float(a.AsDouble() / b.AsDouble());
-    }
-    if (op == "//") {
-      if (b.AsDouble() == 0) Fail("integer division or modulo by zero");
-      if (ints) {
-        int64_t q = a.integer / b.integer;
-        if ((a.integer % b.integer != 0) && ((a.integer < 0) != (b.integer < 0))) --q;
-        return Value::Int(q);
+    // A bool counts as an int, as in Python.
+    auto as_int = [](const Value& v) {
+      return v.kind == Value::Kind::kBool ? v.boolean : v.integer;
+    };
+    auto as_double = [&](const Value& v) {
+      return v.kind == Value::Kind::kFloat ? v.number : static_cast<double>(as_int(v));
+    };
+    const bool ints = l.kind != Value::Kind::kFloat && r.kind != Value::Kind::kFloat;
+    const int64_t ai = ints ? as_int(l) : 0, bi = ints ? as_int(r) : 0;
+    const double ad = as_double(l), bd = as_double(r);
+    switch (op_code) {
+      case BinaryOp::kAdd:
+        return ints ? Value::Int(ai + bi) : Value::Float(ad + bd);
+      case BinaryOp::kSub:
+        return ints ? Value::Int(ai - bi) : Value::Float(ad - bd);
+      case BinaryOp::kMul:
+        return ints ? Value::Int(ai * bi) : Value::Float(ad * bd);
+      case BinaryOp::kDiv:
+        if (bd == 0) Fail("division by zero");
+        return Value::Float(ad / bd);
+      case BinaryOp::kFloorDiv:
+        if (bd == 0) Fail("integer division or modulo by zero");
+        if (ints) {
+          int64_t q = ai / bi;
+          if ((ai % bi != 0) && ((ai < 0) != (bi < 0))) --q;
+          return Value::Int(q);
+        }
+        return Value::Float(std::floor(ad / bd));
+      case BinaryOp::kMod: {
+        if (bd == 0) Fail("integer division or modulo by zero");
+        if (ints) {
+          int64_t m = ai % bi;
+          if (m != 0 && ((m < 0) != (bi < 0))) m += bi;
+          return Value::Int(m);
+        }
+        double m = std::fmod(ad, bd);
+        if (m != 0 && ((m < 0) != (bd < 0))) m += bd;
+        return Value::Float(m);
       }
-      return Value::Float(std::floor(a.AsDouble() / b.AsDouble()));
+      case BinaryOp::kPow:
+        if (ints && bi >= 0) {
+          int64_t p = 1;
+          for (int64_t i = 0; i < bi; ++i) p *= ai;
+          return Value::Int(p);
+        }
+        return Value::Float(std::pow(ad, bd));
+      default:
+        Fail(fmt::format("unknown operator {}", op));
     }
-    if (op == "%") {
-      if (b.AsDouble() == 0) Fail("integer division or modulo by zero");
-      if (ints) {
-        int64_t m = a.integer % b.integer;
-        if (m != 0 && ((m < 0) != (b.integer < 0))) m += b.integer;
-        return Value::Int(m);
-      }
-      double m = std::fmod(a.AsDouble(), b.AsDouble());
-      if (m != 0 && ((m < 0) != (b.AsDouble() < 0))) m += b.AsDouble();
-      return Value::Float(m);
-    }
-    if (op == "**") {
-      if (ints && b.integer >= 0) {
-        int64_t p = 1;
-        for (int64_t i = 0; i < b.integer; ++i) p *= a.integer;
-        return Value::Int(p);
-      }
-      return Value::Float(std::pow(a.AsDouble(), b.AsDouble()));
-    }
-    Fail(fmt::format("unknown operator {}", op));
   }
 
   static bool Contains(const Value& container, const Value& item) {
@@ -838,7 +916,7 @@ class Renderer {
       case Value::Kind::kString:
         return item.is_string() && container.text.find(item.text) != std::string::npos;
       case Value::Kind::kList:
-        return std::any_of(container.list->begin(), container.list->end(),
+        return std::any_of(container.list()->begin(), container.list()->end(),
                            [&](const Value& v) { return Equal(v, item); });
       case Value::Kind::kDict:
         return container.Get(item.Str()).defined();
@@ -860,25 +938,35 @@ class Renderer {
     std::vector<std::pair<std::string, Value>> kwargs;
     const Node& callee = *n.a[0];
     if (callee.kind == NodeKind::kAttr) {
-      Value obj = Eval(*callee.a[0]);
-      if (obj.kind == Value::Kind::kDict && obj.Get(callee.text).kind == Value::Kind::kCallable) {
-        EvalArgs(n, args, kwargs);
-        return obj.Get(callee.text).callable->fn(args, kwargs);
+      // The receiver is read in place unless evaluating the arguments could change what it
+      // refers to (only calls can).
+      const Value* obj = MakesNoCalls(n) ? EvalRef(*callee.a[0]) : nullptr;
+      Value evaluated;
+      if (obj == nullptr) {
+        evaluated = Eval(*callee.a[0]);
+        obj = &evaluated;
+      }
+      if (obj->kind == Value::Kind::kDict) {
+        const Value fn = obj->Get(callee.text);
+        if (fn.kind == Value::Kind::kCallable) {
+          EvalArgs(n, args, kwargs);
+          return fn.callable()->fn(args, kwargs);
+        }
       }
       EvalArgs(n, args, kwargs);
-      return Method(obj, callee.text, args, kwargs);
+      return Method(*obj, callee.text, args, kwargs);
     }
     EvalArgs(n, args, kwargs);
     if (callee.kind == NodeKind::kName) {
       const Value* f = FindName(callee.id);
       if (f != nullptr && f->kind == Value::Kind::kCallable) {
-        const std::shared_ptr<Callable> fn = f->callable;  // the call may rebind the name
-        return fn->fn(args, kwargs);
+        const std::shared_ptr<void> keep = f->object;  // the call may rebind the name
+        return static_cast<Callable*>(keep.get())->fn(args, kwargs);
       }
       return Global(callee.text, args, kwargs);
     }
     const Value f = Eval(callee);
-    if (f.kind == Value::Kind::kCallable) return f.callable->fn(args, kwargs);
+    if (f.kind == Value::Kind::kCallable) return f.callable()->fn(args, kwargs);
     Fail("object is not callable");
   }
 
@@ -905,7 +993,7 @@ class Renderer {
       d.is_namespace = name == "namespace";
       for (const Value& a : args) {
         if (a.kind == Value::Kind::kDict) {
-          for (const auto& [k, v] : *a.dict) d.Set(k, v);
+          for (const auto& [k, v] : *a.dict()) d.Set(k, v);
         }
       }
       for (auto& [k, v] : kwargs) d.Set(k, v);
@@ -923,7 +1011,31 @@ class Renderer {
     Fail(fmt::format("'{}' is undefined", name));
   }
 
-  Value Method(Value& obj, const std::string& name, std::vector<Value>& args,
+  // Whether the arguments of call `n` contain no call (the receiver aside).
+  static bool MakesNoCalls(const Node& n) {
+    auto pure = [](const Node& arg, auto& self) -> bool {
+      if (arg.kind == NodeKind::kCall) return false;
+      for (const auto& c : arg.a) {
+        if (c && !self(*c, self)) return false;
+      }
+      for (const auto& c : arg.children) {
+        if (c && !self(*c, self)) return false;
+      }
+      for (const auto& [name, c] : arg.kwargs) {
+        if (c && !self(*c, self)) return false;
+      }
+      return true;
+    };
+    for (const auto& c : n.children) {
+      if (!pure(*c, pure)) return false;
+    }
+    for (const auto& [name, c] : n.kwargs) {
+      if (!pure(*c, pure)) return false;
+    }
+    return true;
+  }
+
+  Value Method(const Value& obj, std::string_view name, std::vector<Value>& args,
                std::vector<std::pair<std::string, Value>>& kwargs) {
     if (obj.is_string()) {
       const std::string& s = obj.text;
@@ -941,7 +1053,7 @@ class Renderer {
       if (name == "startswith" || name == "endswith") {
         std::vector<Value> options;
         if (!args.empty() && args[0].kind == Value::Kind::kList) {
-          options = *args[0].list;
+          options = *args[0].list();
         } else if (!args.empty()) {
           options.push_back(args[0]);
         }
@@ -1001,18 +1113,18 @@ class Renderer {
     if (obj.kind == Value::Kind::kDict) {
       if (name == "items") {
         List items;
-        for (const auto& [k, v] : *obj.dict)
+        for (const auto& [k, v] : *obj.dict())
           items.push_back(Value::MakeTuple({Value::String(k), v}));
         return Value::MakeList(std::move(items));
       }
       if (name == "keys") {
         List items;
-        for (const auto& [k, v] : *obj.dict) items.push_back(Value::String(k));
+        for (const auto& [k, v] : *obj.dict()) items.push_back(Value::String(k));
         return Value::MakeList(std::move(items));
       }
       if (name == "values") {
         List items;
-        for (const auto& [k, v] : *obj.dict) items.push_back(v);
+        for (const auto& [k, v] : *obj.dict()) items.push_back(v);
         return Value::MakeList(std::move(items));
       }
       if (name == "get") {
@@ -1023,25 +1135,25 @@ class Renderer {
     }
     if (obj.kind == Value::Kind::kList) {
       if (name == "append") {
-        obj.list->push_back(args.at(0));
+        obj.list()->push_back(args.at(0));
         return Value::None();
       }
       if (name == "pop") {
-        if (obj.list->empty()) Fail("pop from empty list");
-        const int64_t i = args.empty() ? static_cast<int64_t>(obj.list->size()) - 1
-                                       : NormalizeIndex(args[0].integer, obj.list->size());
-        Value v = obj.list->at(i);
-        obj.list->erase(obj.list->begin() + i);
+        if (obj.list()->empty()) Fail("pop from empty list");
+        const int64_t i = args.empty() ? static_cast<int64_t>(obj.list()->size()) - 1
+                                       : NormalizeIndex(args[0].integer, obj.list()->size());
+        Value v = obj.list()->at(i);
+        obj.list()->erase(obj.list()->begin() + i);
         return v;
       }
       if (name == "index") {
-        for (size_t i = 0; i < obj.list->size(); ++i) {
-          if (Equal((*obj.list)[i], args.at(0))) return Value::Int(static_cast<int64_t>(i));
+        for (size_t i = 0; i < obj.list()->size(); ++i) {
+          if (Equal((*obj.list())[i], args.at(0))) return Value::Int(static_cast<int64_t>(i));
         }
         Fail("value is not in list");
       }
       if (name == "count") {
-        return Value::Int(std::count_if(obj.list->begin(), obj.list->end(),
+        return Value::Int(std::count_if(obj.list()->begin(), obj.list()->end(),
                                         [&](const Value& v) { return Equal(v, args.at(0)); }));
       }
     }
@@ -1088,12 +1200,19 @@ class Renderer {
   }
 
   bool ApplyTest(const Node& n) {
-    const std::string& t = n.text;
+    const std::string_view t = n.text;
     if (t == "defined" || t == "undefined") {
-      const bool defined = EvalSoft(*n.a[0]).defined();
+      const Value* ref = EvalRef(*n.a[0]);  // null also when a chain's base is undefined
+      const bool defined = ref != nullptr ? ref->defined() : EvalSoft(*n.a[0]).defined();
       return t == "defined" ? defined : !defined;
     }
-    const Value v = Eval(*n.a[0]);
+    const Value* ref = n.children.empty() && n.kwargs.empty() ? EvalRef(*n.a[0]) : nullptr;
+    Value evaluated;
+    if (ref == nullptr) {
+      evaluated = Eval(*n.a[0]);
+      ref = &evaluated;
+    }
+    const Value& v = *ref;
     std::vector<Value> args;
     std::vector<std::pair<std::string, Value>> kwargs;
     EvalArgs(n, args, kwargs);
@@ -1163,7 +1282,7 @@ class Renderer {
     return Filter(n.text, std::move(v), args, kwargs);
   }
 
-  Value Filter(const std::string& f, Value v, std::vector<Value>& args,
+  Value Filter(std::string_view f, Value v, std::vector<Value>& args,
                std::vector<std::pair<std::string, Value>>& kwargs) {
     using K = Value::Kind;
     if (f == "tojson") {
@@ -1172,9 +1291,9 @@ class Renderer {
       const Value* sort = Kwarg(kwargs, "sort_keys");
       const int ind = indent && indent->kind == K::kInt ? static_cast<int>(indent->integer) : -1;
       std::string item_sep = ind >= 0 ? "," : ", ", key_sep = ": ";
-      if (separators && separators->kind == K::kList && separators->list->size() == 2) {
-        item_sep = (*separators->list)[0].text;
-        key_sep = (*separators->list)[1].text;
+      if (separators && separators->kind == K::kList && separators->list()->size() == 2) {
+        item_sep = (*separators->list())[0].text;
+        key_sep = (*separators->list())[1].text;
       }
       return Value::String(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
                                     sort && sort->Truthy()));
@@ -1183,8 +1302,8 @@ class Renderer {
       return Value::String(Strip(v.Str(), Arg(args, kwargs, 0, "chars"), true, true));
     if (f == "length" || f == "count") {
       if (v.kind == K::kString) return Value::Int(static_cast<int64_t>(CodePoints(v.text).size()));
-      if (v.kind == K::kList) return Value::Int(static_cast<int64_t>(v.list->size()));
-      if (v.kind == K::kDict) return Value::Int(static_cast<int64_t>(v.dict->size()));
+      if (v.kind == K::kList) return Value::Int(static_cast<int64_t>(v.list()->size()));
+      if (v.kind == K::kDict) return Value::Int(static_cast<int64_t>(v.dict()->size()));
       if (!v.defined()) return Value::Int(0);
       Fail(fmt::format("object of type '{}' has no len()", KindName(v)));
     }
@@ -1335,12 +1454,12 @@ class Renderer {
       if (f == "dictsort") {
         std::vector<Value> a;
         std::vector<std::pair<std::string, Value>> kw;
-        items = *Method(v, "items", a, kw).list;
+        items = *Method(v, "items", a, kw).list();
       } else {
         items = Iterate(v);
       }
       auto key = [&](const Value& x) {
-        if (f == "dictsort") return (*x.list)[0];
+        if (f == "dictsort") return (*x.list())[0];
         return attr ? x.Get(attr->Str()) : x;
       };
       std::stable_sort(items.begin(), items.end(),

@@ -107,26 +107,26 @@ void ToJsonImpl(const Value& v, int indent, std::string_view item_sep, std::stri
       JsonString(v.text, out);
       break;
     case Value::Kind::kList:
-      if (v.list->empty()) {
+      if (v.list()->empty()) {
         out += "[]";
         break;
       }
       out += '[';
-      for (size_t i = 0; i < v.list->size(); ++i) {
+      for (size_t i = 0; i < v.list()->size(); ++i) {
         if (i) out += sep;
         newline(depth + 1);
-        ToJsonImpl((*v.list)[i], indent, item_sep, key_sep, sort_keys, depth + 1, out);
+        ToJsonImpl((*v.list())[i], indent, item_sep, key_sep, sort_keys, depth + 1, out);
       }
       newline(depth);
       out += ']';
       break;
     case Value::Kind::kDict: {
-      if (v.dict->empty()) {
+      if (v.dict()->empty()) {
         out += "{}";
         break;
       }
       std::vector<const std::pair<std::string, Value>*> items;
-      for (const auto& kv : *v.dict) items.push_back(&kv);
+      for (const auto& kv : *v.dict()) items.push_back(&kv);
       if (sort_keys) {
         std::stable_sort(items.begin(), items.end(),
                          [](auto* a, auto* b) { return a->first < b->first; });
@@ -167,11 +167,13 @@ Value Value::FromJson(const boost::json::value& j) {
       return String(std::string(j.get_string()));
     case boost::json::kind::array: {
       List items;
+      items.reserve(j.get_array().size());
       for (const auto& x : j.get_array()) items.push_back(FromJson(x));
       return MakeList(std::move(items));
     }
     case boost::json::kind::object: {
       Dict items;
+      items.reserve(j.get_object().size());
       for (const auto& [k, x] : j.get_object()) items.emplace_back(std::string(k), FromJson(x));
       return MakeDict(std::move(items));
     }
@@ -193,9 +195,9 @@ bool Value::Truthy() const {
     case Kind::kString:
       return !text.empty();
     case Kind::kList:
-      return !list->empty();
+      return !list()->empty();
     case Kind::kDict:
-      return is_namespace || !dict->empty();
+      return is_namespace || !dict()->empty();
     case Kind::kCallable:
       return true;
   }
@@ -204,20 +206,20 @@ bool Value::Truthy() const {
 
 Value Value::Get(std::string_view key) const {
   if (kind != Kind::kDict) return Undefined();
-  for (const auto& [k, v] : *dict) {
+  for (const auto& [k, v] : *dict()) {
     if (k == key) return v;
   }
   return Undefined();
 }
 
 void Value::Set(std::string_view key, Value v) {
-  for (auto& [k, existing] : *dict) {
+  for (auto& [k, existing] : *dict()) {
     if (k == key) {
       existing = std::move(v);
       return;
     }
   }
-  dict->emplace_back(std::string(key), std::move(v));
+  dict()->emplace_back(std::string(key), std::move(v));
 }
 
 std::string Value::Str() const {
@@ -247,19 +249,19 @@ std::string Value::Repr() const {
       return StringRepr(text);
     case Kind::kList: {
       std::string out = is_tuple ? "(" : "[";
-      for (size_t i = 0; i < list->size(); ++i) {
+      for (size_t i = 0; i < list()->size(); ++i) {
         if (i) out += ", ";
-        out += (*list)[i].Repr();
+        out += (*list())[i].Repr();
       }
-      if (is_tuple) return out + (list->size() == 1 ? ",)" : ")");
+      if (is_tuple) return out + (list()->size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::kDict: {
       if (is_namespace) return "<Namespace>";
       std::string out = "{";
-      for (size_t i = 0; i < dict->size(); ++i) {
+      for (size_t i = 0; i < dict()->size(); ++i) {
         if (i) out += ", ";
-        out += StringRepr((*dict)[i].first) + ": " + (*dict)[i].second.Repr();
+        out += StringRepr((*dict())[i].first) + ": " + (*dict())[i].second.Repr();
       }
       return out + "}";
     }
@@ -297,19 +299,19 @@ bool Equal(const Value& a, const Value& b) {
     case K::kString:
       return a.text == b.text;
     case K::kList:
-      if (a.list->size() != b.list->size()) return false;
-      for (size_t i = 0; i < a.list->size(); ++i) {
-        if (!Equal((*a.list)[i], (*b.list)[i])) return false;
+      if (a.list()->size() != b.list()->size()) return false;
+      for (size_t i = 0; i < a.list()->size(); ++i) {
+        if (!Equal((*a.list())[i], (*b.list())[i])) return false;
       }
       return true;
     case K::kDict:
-      if (a.dict->size() != b.dict->size()) return false;
-      for (const auto& [k, v] : *a.dict) {
+      if (a.dict()->size() != b.dict()->size()) return false;
+      for (const auto& [k, v] : *a.dict()) {
         if (!Equal(v, b.Get(k))) return false;
       }
       return true;
     default:
-      return a.callable == b.callable;
+      return a.object == b.object;
   }
 }
 

@@ -38,9 +38,12 @@ struct Value {
   int64_t integer = 0;
   double number = 0;
   std::string text;
-  std::shared_ptr<List> list;  // shared: Python lists and dicts alias
-  std::shared_ptr<Dict> dict;
-  std::shared_ptr<Callable> callable;
+  // What a kList, kDict or kCallable value holds. Shared: Python lists and dicts alias. One
+  // pointer for all three keeps a Value small, and copying it cheap.
+  std::shared_ptr<void> object;
+  List* list() const { return static_cast<List*>(object.get()); }
+  Dict* dict() const { return static_cast<Dict*>(object.get()); }
+  Callable* callable() const { return static_cast<Callable*>(object.get()); }
 
   static Value Undefined() { return {}; }
   static Value None() { return Of(Kind::kNone); }
@@ -66,7 +69,7 @@ struct Value {
   }
   static Value MakeList(List items = {}) {
     Value v = Of(Kind::kList);
-    v.list = std::make_shared<List>(std::move(items));
+    v.object = std::make_shared<List>(std::move(items));
     return v;
   }
   static Value MakeTuple(List items) {
@@ -76,7 +79,7 @@ struct Value {
   }
   static Value MakeDict(Dict items = {}) {
     Value v = Of(Kind::kDict);
-    v.dict = std::make_shared<Dict>(std::move(items));
+    v.object = std::make_shared<Dict>(std::move(items));
     return v;
   }
   static Value FromJson(const boost::json::value& j);
