@@ -47,7 +47,7 @@ enum class NodeKind {
 enum class BinaryOp : uint8_t {
   kAnd,
   kOr,
-  kEq,
+  kEq,  // kEq to kNotIn: comparisons
   kNe,
   kLt,
   kGt,
@@ -85,8 +85,10 @@ struct Template::Node {
   NodeKind kind;
   BinaryOp op = BinaryOp::kAdd;  // kBinary
   int line = 0;
-  int id = -1;           // kName, kMacro: the variable's number (see NameTable)
-  std::vector<int> ids;  // numbers of the variables in `names` (kFor, kSet, kMacro)
+  int id = -1;  // kName, kMacro: the variable's number (see NameTable); kAttr of `loop`: the
+                // field's index in kLoopFields (-1: not a loop field)
+  std::vector<int> ids;      // numbers of the variables in `names` (kFor, kSet, kMacro)
+  bool makes_calls = false;  // evaluating this expression calls something (set by NumberTree)
   std::string text;
   Value value;
   bool negated = false;
@@ -100,6 +102,24 @@ using Node = Template::Node;
 using NodePtr = std::unique_ptr<Node>;
 
 Status ParseTemplate(std::string_view source, NodePtr* root);
+
+// The fields of a for loop's `loop` object, in Jinja2's order; LoopFieldCode numbers them.
+inline constexpr std::string_view kLoopFields[] = {"index",  "index0",   "revindex", "revindex0",
+                                                   "first",  "last",     "length",   "depth",
+                                                   "depth0", "previtem", "nextitem"};
+enum class LoopFieldCode {
+  kIndex,
+  kIndex0,
+  kRevindex,
+  kRevindex0,
+  kFirst,
+  kLast,
+  kLength,
+  kDepth,
+  kDepth0,
+  kPrevitem,
+  kNextitem
+};
 
 // Every variable name a template uses gets a number once, after parsing, so that rendering
 // finds variables by comparing numbers instead of hashing strings.

@@ -1,5 +1,6 @@
 // Numbering a template's variable names (Template::NameTable): names are read in `kName`
-// expressions and bound by `for` targets, `set`, macros and their parameters.
+// expressions and bound by `for` targets, `set`, macros and their parameters. The same walk
+// marks `loop.<field>` nodes and the expressions that make calls.
 #include "chat/ast.h"
 
 namespace kvgate::chat {
@@ -21,6 +22,13 @@ void Template::NameTable::NumberTree(Node& n) {
     case NodeKind::kMacro:
       n.id = Number(n.text);
       break;
+    case NodeKind::kAttr:
+      if (n.a[0]->kind == NodeKind::kName && n.a[0]->text == "loop") {
+        for (size_t i = 0; i < std::size(kLoopFields); ++i) {
+          if (kLoopFields[i] == n.text) n.id = static_cast<int>(i);
+        }
+      }
+      break;
     default:
       break;
   }
@@ -35,15 +43,15 @@ void Template::NameTable::NumberTree(Node& n) {
     default:
       break;
   }
-  for (auto& child : n.a) {
-    if (child) NumberTree(*child);
-  }
-  for (auto& child : n.children) {
-    if (child) NumberTree(*child);
-  }
-  for (auto& [name, value] : n.kwargs) {
-    if (value) NumberTree(*value);
-  }
+  n.makes_calls = n.kind == NodeKind::kCall;
+  auto visit = [&](Node* child) {
+    if (child == nullptr) return;
+    NumberTree(*child);
+    n.makes_calls |= child->makes_calls;
+  };
+  for (auto& child : n.a) visit(child.get());
+  for (auto& child : n.children) visit(child.get());
+  for (auto& [name, value] : n.kwargs) visit(value.get());
 }
 
 }  // namespace kvgate::chat

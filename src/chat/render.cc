@@ -434,9 +434,67 @@ class Renderer {
     }
   }
 
+  // Whether expression `n` is true, without building the values of boolean operators,
+  // comparisons and tests (`a and b` is true exactly when both are).
   bool Truthy(const Node& n) {
+    switch (n.kind) {
+      case NodeKind::kBinary:
+        if (n.op == BinaryOp::kAnd) return Truthy(*n.a[0]) && Truthy(*n.a[1]);
+        if (n.op == BinaryOp::kOr) return Truthy(*n.a[0]) || Truthy(*n.a[1]);
+        if (IsComparison(n.op)) return Comparison(n);
+        break;
+      case NodeKind::kUnary:
+        if (n.text == "not") return !Truthy(*n.a[0]);
+        break;
+      case NodeKind::kTest:
+        return ApplyTest(n) != n.negated;
+      default:
+        break;
+    }
     if (const Value* v = EvalRef(n)) return v->Truthy();
     return Eval(n).Truthy();
+  }
+
+  static bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kNotIn; }
+
+  // `l op r` for ==, !=, <, >, <=, >=, in, not in. Operands are read in place where that is
+  // safe: the right one always (nothing is evaluated after it), the left one when the right
+  // one makes no call (nothing else can change what it refers to).
+  bool Comparison(const Node& n) {
+    const Value* lp = MakesNoCalls(*n.a[1]) ? EvalRef(*n.a[0]) : nullptr;
+    Value left;
+    if (lp == nullptr) {
+      left = Eval(*n.a[0]);
+      lp = &left;
+    }
+    const Value* rp = EvalRef(*n.a[1]);
+    Value right;
+    if (rp == nullptr) {
+      right = Eval(*n.a[1]);
+      rp = &right;
+    }
+    const Value& l = *lp;
+    const Value& r = *rp;
+    switch (n.op) {
+      case BinaryOp::kEq:
+        return Equal(l, r);
+      case BinaryOp::kNe:
+        return !Equal(l, r);
+      case BinaryOp::kLt:
+        return Compare(l, r) < 0;
+      case BinaryOp::kGt:
+        return Compare(l, r) > 0;
+      case BinaryOp::kLe:
+        return Compare(l, r) <= 0;
+      case BinaryOp::kGe:
+        return Compare(l, r) >= 0;
+      case BinaryOp::kIn:
+        return Contains(r, l);
+      case BinaryOp::kNotIn:
+        return !Contains(r, l);
+      default:
+        Fail("not a comparison");
+    }
   }
 
   // Innermost scope first, then the template's variables; null when undefined.
@@ -465,50 +523,43 @@ class Renderer {
     frames_.back().vars.emplace_back(id, std::move(v));
   }
 
-  static constexpr std::string_view kLoopFields[] = {"index",  "index0",   "revindex", "revindex0",
-                                                     "first",  "last",     "length",   "depth",
-                                                     "depth0", "previtem", "nextitem"};
-
-  // One attribute of a loop; false for a name a loop does not have.
-  static bool LoopField(const LoopState& loop, std::string_view field, Value* out) {
+  // One field of a loop (an index into kLoopFields).
+  static Value LoopField(const LoopState& loop, int field) {
     const std::vector<Value>& items = *loop.items;
     const int64_t i = loop.index;
     const int64_t len = static_cast<int64_t>(items.size());
-    if (field == "index") {
-      *out = Value::Int(i + 1);
-    } else if (field == "index0") {
-      *out = Value::Int(i);
-    } else if (field == "first") {
-      *out = Value::Bool(i == 0);
-    } else if (field == "last") {
-      *out = Value::Bool(i == len - 1);
-    } else if (field == "length") {
-      *out = Value::Int(len);
-    } else if (field == "revindex") {
-      *out = Value::Int(len - i);
-    } else if (field == "revindex0") {
-      *out = Value::Int(len - i - 1);
-    } else if (field == "depth") {
-      *out = Value::Int(1);
-    } else if (field == "depth0") {
-      *out = Value::Int(0);
-    } else if (field == "previtem") {
-      *out = i > 0 ? items[i - 1] : Value::Undefined();
-    } else if (field == "nextitem") {
-      *out = i + 1 < len ? items[i + 1] : Value::Undefined();
-    } else {
-      return false;
+    switch (static_cast<LoopFieldCode>(field)) {
+      case LoopFieldCode::kIndex:
+        return Value::Int(i + 1);
+      case LoopFieldCode::kIndex0:
+        return Value::Int(i);
+      case LoopFieldCode::kRevindex:
+        return Value::Int(len - i);
+      case LoopFieldCode::kRevindex0:
+        return Value::Int(len - i - 1);
+      case LoopFieldCode::kFirst:
+        return Value::Bool(i == 0);
+      case LoopFieldCode::kLast:
+        return Value::Bool(i == len - 1);
+      case LoopFieldCode::kLength:
+        return Value::Int(len);
+      case LoopFieldCode::kDepth:
+        return Value::Int(1);
+      case LoopFieldCode::kDepth0:
+        return Value::Int(0);
+      case LoopFieldCode::kPrevitem:
+        return i > 0 ? items[i - 1] : Value::Undefined();
+      case LoopFieldCode::kNextitem:
+        return i + 1 < len ? items[i + 1] : Value::Undefined();
     }
-    return true;
+    return Value::Undefined();
   }
 
   const Value& LoopValue(LoopState& loop) {
     if (!loop.built) {
       Dict fields;
-      for (std::string_view field : kLoopFields) {
-        Value v;
-        LoopField(loop, field, &v);
-        fields.emplace_back(std::string(field), std::move(v));
+      for (int field = 0; field < static_cast<int>(std::size(kLoopFields)); ++field) {
+        fields.emplace_back(std::string(kLoopFields[field]), LoopField(loop, field));
       }
       loop.as_value = Value::MakeDict(std::move(fields));
       loop.built = true;
@@ -520,13 +571,18 @@ class Renderer {
     return n.kind == NodeKind::kName && n.id == NameTable::kLoop;
   }
 
-  // `loop.<field>` straight from the innermost loop; false when `loop` is not a loop there.
-  bool LoopAttr(const std::string& field, Value* out) {
+  // `loop.<field>` (node `n`) straight from the innermost loop; false when `loop` is not a
+  // loop there or has no such field.
+  bool LoopAttr(const Node& n, Value* out) {
+    if (n.id < 0) return false;
     for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
       for (auto& [number, value] : frame->vars) {
         if (number == NameTable::kLoop) return false;  // rebound by `set`
       }
-      if (frame->loop != nullptr) return LoopField(*frame->loop, field, out);
+      if (frame->loop != nullptr) {
+        *out = LoopField(*frame->loop, n.id);
+        return true;
+      }
     }
     return false;
   }
@@ -628,7 +684,7 @@ class Renderer {
       case NodeKind::kAttr: {
         if (IsLoop(*n.a[0])) {
           Value field;
-          if (LoopAttr(n.text, &field)) return field;
+          if (LoopAttr(n, &field)) return field;
         }
         if (const Value* v = EvalRef(n)) return *v;
         const Value obj = Eval(*n.a[0]);
@@ -795,6 +851,7 @@ class Renderer {
       default:
         break;
     }
+    if (IsComparison(n.op)) return Value::Bool(Comparison(n));
     Value l = Eval(*n.a[0]);
     // The right operand is read in place when it can be (nothing is evaluated after it).
     const Value* rp = EvalRef(*n.a[1]);
@@ -805,22 +862,6 @@ class Renderer {
     }
     const Value& r = *rp;
     switch (n.op) {
-      case BinaryOp::kEq:
-        return Value::Bool(Equal(l, r));
-      case BinaryOp::kNe:
-        return Value::Bool(!Equal(l, r));
-      case BinaryOp::kLt:
-        return Value::Bool(Compare(l, r) < 0);
-      case BinaryOp::kGt:
-        return Value::Bool(Compare(l, r) > 0);
-      case BinaryOp::kLe:
-        return Value::Bool(Compare(l, r) <= 0);
-      case BinaryOp::kGe:
-        return Value::Bool(Compare(l, r) >= 0);
-      case BinaryOp::kIn:
-        return Value::Bool(Contains(r, l));
-      case BinaryOp::kNotIn:
-        return Value::Bool(!Contains(r, l));
       case BinaryOp::kConcat:
         return Value::String(l.Str() + r.Str());
       default:
@@ -833,7 +874,6 @@ class Renderer {
     // Arithmetic on Undefined raises, as Jinja2's Undefined does.
     if (!l.defined()) FailUndefined(left);
     if (!r.defined()) FailUndefined(right);
-    const std::string_view op = OperatorText(op_code);
     if (op_code == BinaryOp::kAdd) {
       if (l.is_string() && r.is_string()) {
         l.text += r.text;  // `l` is our own copy: append in place
@@ -857,8 +897,8 @@ class Renderer {
     const bool numbers = (l.is_number() || l.kind == Value::Kind::kBool) &&
                          (r.is_number() || r.kind == Value::Kind::kBool);
     if (!numbers) {
-      Fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", op, KindName(l),
-                       KindName(r)));
+      Fail(fmt::format("unsupported operand type(s) for {}: '{}' and '{}'", OperatorText(op_code),
+                       KindName(l), KindName(r)));
     }
     // A bool counts as an int, as in Python.
     auto as_int = [](const Value& v) {
@@ -907,7 +947,7 @@ class Renderer {
         }
         return Value::Float(std::pow(ad, bd));
       default:
-        Fail(fmt::format("unknown operator {}", op));
+        Fail(fmt::format("unknown operator {}", OperatorText(op_code)));
     }
   }
 
@@ -940,7 +980,7 @@ class Renderer {
     if (callee.kind == NodeKind::kAttr) {
       // The receiver is read in place unless evaluating the arguments could change what it
       // refers to (only calls can).
-      const Value* obj = MakesNoCalls(n) ? EvalRef(*callee.a[0]) : nullptr;
+      const Value* obj = ArgumentsMakeNoCalls(n) ? EvalRef(*callee.a[0]) : nullptr;
       Value evaluated;
       if (obj == nullptr) {
         evaluated = Eval(*callee.a[0]);
@@ -1011,28 +1051,15 @@ class Renderer {
     Fail(fmt::format("'{}' is undefined", name));
   }
 
-  // Whether the arguments of call `n` contain no call (the receiver aside).
-  static bool MakesNoCalls(const Node& n) {
-    auto pure = [](const Node& arg, auto& self) -> bool {
-      if (arg.kind == NodeKind::kCall) return false;
-      for (const auto& c : arg.a) {
-        if (c && !self(*c, self)) return false;
-      }
-      for (const auto& c : arg.children) {
-        if (c && !self(*c, self)) return false;
-      }
-      for (const auto& [name, c] : arg.kwargs) {
-        if (c && !self(*c, self)) return false;
-      }
-      return true;
-    };
-    for (const auto& c : n.children) {
-      if (!pure(*c, pure)) return false;
-    }
-    for (const auto& [name, c] : n.kwargs) {
-      if (!pure(*c, pure)) return false;
-    }
-    return true;
+  // Whether evaluating expression `n` makes no call (only calls can change what a value
+  // read in place refers to).
+  static bool MakesNoCalls(const Node& n) { return !n.makes_calls; }
+
+  static bool ArgumentsMakeNoCalls(const Node& n) {
+    return std::none_of(n.children.begin(), n.children.end(),
+                        [](const auto& c) { return c && c->makes_calls; }) &&
+           std::none_of(n.kwargs.begin(), n.kwargs.end(),
+                        [](const auto& kw) { return kw.second && kw.second->makes_calls; });
   }
 
   Value Method(const Value& obj, std::string_view name, std::vector<Value>& args,
