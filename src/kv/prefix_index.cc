@@ -66,17 +66,22 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
   }
   for (const wire::Event& e : batch.events) {
     if (e.kind == wire::EventKind::kDropped || e.kind == wire::EventKind::kInvalid) continue;
-    // A store's node keys are computed before locking (hashing the tokens is most of its
-    // work; only this thread writes the engine-hash maps it reads).
+    unmapped_.clear();
+    // Only the node table is shared with readers: an event's hashing and its engine-hash
+    // map updates (this thread's own) happen outside the lock, which covers just the node
+    // updates. Locked per event, not per batch: readers wait for at most one event.
     if (e.kind == wire::EventKind::kStored && !StoredKeys(slot, batch, e, stats)) continue;
-    // Locked per event, not per batch: readers wait for at most one event.
+    if (e.kind == wire::EventKind::kStored) MapStored(slot, batch, e);
+    if (e.kind == wire::EventKind::kRemoved) MapRemoved(slot, batch, e, stats);
     std::unique_lock lock(mu_);
+    WorkerBlocks& wb = slots_[slot];
     switch (e.kind) {
       case wire::EventKind::kStored:
-        AttachStored(slot, batch, e, stats);
+        AttachStored(slot, e);
+        stats.stored_blocks += node_ops_.size();
         break;
       case wire::EventKind::kRemoved:
-        ApplyRemoved(slot, batch, e, stats);
+        DetachRemoved(slot, e, stats);
         break;
       case wire::EventKind::kCleared:
         ClearSlot(slot);
@@ -86,6 +91,10 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
       case wire::EventKind::kInvalid:
         break;
     }
+    wb.map_capacity = wb.engine_to_seq.capacity();
+    lock.unlock();
+    // A removed block's map entry goes once the node no longer lists it.
+    for (uint64_t engine_hash : unmapped_) wb.engine_to_seq.erase(engine_hash);
   }
 }
 
@@ -125,38 +134,52 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
   return true;
 }
 
-void PrefixIndex::AttachStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                               ApplyStats& stats) {
+void PrefixIndex::MapStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e) {
   const auto engine_hashes = batch.BlockHashes(e);
   WorkerBlocks& wb = slots_[slot];
-  // Prefetch every slot this event touches: the inserts below are independent cache misses.
-  for (uint64_t key : local_scratch_) nodes_.Prefetch(key);
   for (uint64_t engine_hash : engine_hashes) wb.engine_to_seq.prefetch(engine_hash);
-  const uint32_t bit = TierBit(e.medium);
+  node_ops_.clear();
   for (size_t i = 0; i < engine_hashes.size(); ++i) {
     const uint64_t key = local_scratch_[i];
     auto [it, inserted] = wb.engine_to_seq.try_emplace(engine_hashes[i], key);
+    uint64_t displaced = 0;
     if (!inserted && it->second != key) {
       // The engine reused a hash for other content: the old block is gone.
-      nodes_.Detach(it->second, slot, kTierMask);
+      displaced = it->second;
       it->second = key;
     }
-    nodes_.Attach(key, slot, bit);
+    node_ops_.push_back({key, displaced});
   }
-  stats.stored_blocks += engine_hashes.size();
 }
 
-void PrefixIndex::ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                               ApplyStats& stats) {
-  WorkerBlocks& wb = slots_[slot];
+void PrefixIndex::AttachStored(uint32_t slot, const wire::Event& e) {
+  // Prefetch every slot this event touches: the updates below are independent cache misses.
+  for (const NodeOp& op : node_ops_) nodes_.Prefetch(op.key);
   const uint32_t bit = TierBit(e.medium);
+  for (const NodeOp& op : node_ops_) {
+    if (op.displaced != 0) nodes_.Detach(op.displaced, slot, kTierMask);
+    nodes_.Attach(op.key, slot, bit);
+  }
+}
+
+void PrefixIndex::MapRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                             ApplyStats& stats) {
+  const WorkerBlocks& wb = slots_[slot];
+  node_ops_.clear();
   for (uint64_t engine_hash : batch.BlockHashes(e)) {
     auto it = wb.engine_to_seq.find(engine_hash);
     if (it == wb.engine_to_seq.end()) {
       ++stats.unknown_removal;
       continue;
     }
-    if (nodes_.Detach(it->second, slot, bit) == 0) wb.engine_to_seq.erase(it);
+    node_ops_.push_back({it->second, 0, engine_hash});
+  }
+}
+
+void PrefixIndex::DetachRemoved(uint32_t slot, const wire::Event& e, ApplyStats& stats) {
+  const uint32_t bit = TierBit(e.medium);
+  for (const NodeOp& op : node_ops_) {
+    if (nodes_.Detach(op.key, slot, bit) == 0) unmapped_.push_back(op.engine_hash);
     ++stats.removed_blocks;
   }
 }
@@ -265,7 +288,7 @@ IndexStats PrefixIndex::Stats() const {
   for (const WorkerBlocks& wb : slots_) {
     if (!wb.live) continue;
     ++s.workers;
-    s.approx_bytes += wb.engine_to_seq.capacity() * (sizeof(std::pair<uint64_t, uint64_t>) + 1);
+    s.approx_bytes += wb.map_capacity * (sizeof(std::pair<uint64_t, uint64_t>) + 1);
   }
   return s;
 }

@@ -90,18 +90,23 @@ class PrefixIndex {
   struct WorkerBlocks {
     WorkerKey key;
     bool live = false;
-    absl::flat_hash_map<uint64_t, uint64_t> engine_to_seq;  // engine block hash -> node key
+    // Engine block hash -> node key. Written by the writer thread outside the lock (readers
+    // never look at it); map_capacity is what Stats reads, updated under the lock.
+    absl::flat_hash_map<uint64_t, uint64_t> engine_to_seq;
+    size_t map_capacity = 0;
   };
 
   uint32_t SlotFor(WorkerKey worker);
-  // A store in two steps: its node keys into local_scratch_ (no lock needed; false: the
-  // store is skipped, counted in `stats`), then attaching them under the writer lock.
+  // An event in steps: what needs no lock (hashing, this worker's engine-hash map) into
+  // the scratch below, then the node updates under the writer lock.
+  // A store's node keys into local_scratch_; false: the store is skipped, counted in `stats`.
   bool StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
                   ApplyStats& stats);
-  void AttachStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                    ApplyStats& stats);
-  void ApplyRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
-                    ApplyStats& stats);
+  void MapStored(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e);
+  void AttachStored(uint32_t slot, const wire::Event& e);  // locked
+  void MapRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
+                  ApplyStats& stats);
+  void DetachRemoved(uint32_t slot, const wire::Event& e, ApplyStats& stats);  // locked
   void ClearSlot(uint32_t slot);
 
   const uint32_t block_size_;
@@ -110,8 +115,15 @@ class PrefixIndex {
   std::vector<WorkerBlocks> slots_;
   absl::flat_hash_map<WorkerKey, uint32_t> slot_of_;
   std::vector<uint32_t> free_slots_;
-  // Writer scratch, reused across events: a store's node keys.
-  std::vector<uint64_t> local_scratch_;
+  // Writer scratch, reused across events.
+  struct NodeOp {
+    uint64_t key;              // node to attach (store) or detach (removal)
+    uint64_t displaced = 0;    // store: the node an engine hash named before, now gone
+    uint64_t engine_hash = 0;  // removal: the engine hash that named `key`
+  };
+  std::vector<uint64_t> local_scratch_;  // a store's node keys
+  std::vector<NodeOp> node_ops_;
+  std::vector<uint64_t> unmapped_;  // engine hashes whose last tier went
 };
 
 }  // namespace kvgate::kv
