@@ -130,6 +130,7 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
     key = chained ? ChildKey(key, h) : h;
     chained = true;
     h = key;
+    nodes_.Prefetch(key);  // for AttachStored (only this thread changes the table's layout)
   }
   return true;
 }
@@ -153,8 +154,6 @@ void PrefixIndex::MapStored(uint32_t slot, const wire::DecodedBatch& batch, cons
 }
 
 void PrefixIndex::AttachStored(uint32_t slot, const wire::Event& e) {
-  // Prefetch every slot this event touches: the updates below are independent cache misses.
-  for (const NodeOp& op : node_ops_) nodes_.Prefetch(op.key);
   const uint32_t bit = TierBit(e.medium);
   for (const NodeOp& op : node_ops_) {
     if (op.displaced != 0) nodes_.Detach(op.displaced, slot, kTierMask);
