@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "kv/block_hash.h"
 #include "wire/decode.h"
@@ -41,12 +43,16 @@ wire::StoredBlocks Store(const Doc& d, size_t from, size_t to, wire::Tier tier) 
   return s;
 }
 
-ApplyStats Apply(PrefixIndex& index, WorkerKey w, std::vector<wire::OutEvent> events) {
+wire::DecodedBatch Decoded(const std::vector<wire::OutEvent>& events, uint32_t dp_rank = 0) {
   wire::DecodedBatch batch;
-  const std::string payload = wire::EncodeEventBatch(0, w.dp_rank, events, {});
+  const std::string payload = wire::EncodeEventBatch(0, dp_rank, events, {});
   EXPECT_TRUE(wire::DecodeEventBatch(payload, batch).ok());
+  return batch;
+}
+
+ApplyStats Apply(PrefixIndex& index, WorkerKey w, std::vector<wire::OutEvent> events) {
   ApplyStats stats;
-  index.ApplyBatch(w, batch, stats);
+  index.ApplyBatch(w, Decoded(events, w.dp_rank), stats);
   return stats;
 }
 
@@ -163,6 +169,62 @@ TEST(PrefixIndex, LongChainsWithChangingHolders) {
   m = MatchMap(index, prompt);
   EXPECT_EQ(m[std::make_pair(1u, 0u)], (Blocks{100, 20, 0, 0}));
   EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{120, 0, 0, 0}));
+}
+
+// One writer storing and evicting a chain (and growing the table with others) while
+// readers match: a reader sees any prefix of the churning worker's chain, and always the
+// whole chain of a worker that keeps it. (Meant to be run under TSan too.)
+TEST(PrefixIndex, ReadersMatchWhileTheWriterApplies) {
+  PrefixIndex index(kBs);
+  const Doc stable = Counting(1, 96);
+  Apply(index, {7, 0}, {Store(stable, 0, 96, wire::Tier::kDevice)});
+  std::vector<wire::DecodedBatch> store, evict;
+  for (size_t from = 0; from < 96; from += 8) {
+    store.push_back(Decoded({Store(stable, from, from + 8, wire::Tier::kHost)}));
+    std::vector<uint64_t> hashes;
+    for (size_t i = from; i < from + 8; ++i) hashes.push_back(EngineHash(stable.seq[i]));
+    evict.push_back(Decoded({wire::RemovedBlocks{hashes, wire::Tier::kHost}}));
+  }
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    ApplyStats stats;
+    uint32_t filler = 1000;
+    for (int round = 0; round < 200; ++round) {
+      for (const auto& b : store) index.ApplyBatch({8, 0}, b, stats);
+      for (auto it = evict.rbegin(); it != evict.rend(); ++it) index.ApplyBatch({8, 0}, *it, stats);
+      // Other content, so the node table grows under the readers.
+      const Doc other = Counting(filler, 16);
+      filler += 100;
+      index.ApplyBatch({9, 0}, Decoded({Store(other, 0, 16, wire::Tier::kDevice)}), stats);
+    }
+    stop = true;
+  });
+  std::vector<std::thread> readers;
+  std::atomic<int> bad{0};
+  std::atomic<int> matches{0};
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      std::vector<Overlap> out;
+      while (!stop) {
+        index.Match(stable.local, out);
+        bool saw_stable = false;
+        for (const Overlap& o : out) {
+          if (o.worker.worker == 7) saw_stable = o.blocks[0] == 96 && o.total() == 96;
+          // Worker 8 holds some prefix of the chain, on the host tier only.
+          if (o.worker.worker == 8 && (o.total() > 96 || o.blocks[1] != o.total())) ++bad;
+          if (o.worker.worker != 7 && o.worker.worker != 8) ++bad;
+        }
+        if (!saw_stable) ++bad;
+        ++matches;
+      }
+    });
+  }
+  writer.join();
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(matches.load(), 0);
+  const auto m = MatchMap(index, stable.local);
+  EXPECT_EQ(m.size(), 1u);
 }
 
 TEST(PrefixIndex, LoraStoresOnlyMatchLoraRequests) {
