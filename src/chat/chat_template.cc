@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,8 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
     return Status::Error("'messages' must be a list");
   }
   Value vars = Value::MakeDict();
+  // Values view the JSON's strings: parsed tool arguments are kept here until the end.
+  std::deque<json::value> parsed_arguments;
   // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
   Value msgs = Value::FromJson(*messages);
   for (Value& m : *msgs.list()) {
@@ -92,7 +95,8 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
       if (!args.is_string()) continue;
       boost::system::error_code ec;
       json::value parsed = json::parse(args.text, ec);
-      if (!ec) fn.Set("arguments", Value::FromJson(parsed));
+      if (!ec)
+        fn.Set("arguments", Value::FromJson(parsed_arguments.emplace_back(std::move(parsed))));
     }
   }
   vars.Set("messages", msgs);

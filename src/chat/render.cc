@@ -147,7 +147,7 @@ std::vector<Value> Split(std::string_view s, const Value* sep, int64_t maxsplit,
       parts = std::move(limited);
     }
   } else {
-    const std::string& d = sep->text;
+    const std::string_view d = sep->text;
     if (d.empty()) Fail("empty separator");
     if (!from_right) {
       size_t start = 0;
@@ -737,7 +737,8 @@ class Renderer {
       if (n.kind == NodeKind::kItem && !n.a[1]->value.is_string()) {
         Fail(fmt::format("{} object has no element {}", KindName(obj), n.a[1]->value.Repr()));
       }
-      const std::string& name = n.kind == NodeKind::kAttr ? n.text : n.a[1]->value.text;
+      const std::string_view name =
+          n.kind == NodeKind::kAttr ? std::string_view(n.text) : n.a[1]->value.text;
       Fail(fmt::format("'{} object' has no attribute '{}'", KindName(obj), name));
     }
     Fail(fmt::format("'{}' is undefined", Describe(n)));
@@ -876,8 +877,10 @@ class Renderer {
     if (!r.defined()) FailUndefined(right);
     if (op_code == BinaryOp::kAdd) {
       if (l.is_string() && r.is_string()) {
-        l.text += r.text;  // `l` is our own copy: append in place
-        return l;
+        std::string sum;
+        sum.reserve(l.text.size() + r.text.size());
+        sum.append(l.text).append(r.text);
+        return Value::String(std::move(sum));
       }
       if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
         List items = *l.list();
@@ -1065,7 +1068,7 @@ class Renderer {
   Value Method(const Value& obj, std::string_view name, std::vector<Value>& args,
                std::vector<std::pair<std::string, Value>>& kwargs) {
     if (obj.is_string()) {
-      const std::string& s = obj.text;
+      const std::string_view s = obj.text;
       if (name == "strip")
         return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), true, true));
       if (name == "lstrip")
@@ -1108,7 +1111,7 @@ class Renderer {
       }
       if (name == "count") {
         int64_t c = 0;
-        const std::string& sub = args.at(0).text;
+        const std::string_view sub = args.at(0).text;
         if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePoints(s).size()) + 1);
         for (size_t pos = s.find(sub); pos != std::string::npos;
              pos = s.find(sub, pos + sub.size()))
@@ -1118,7 +1121,10 @@ class Renderer {
       if (name == "join") {
         std::string out;
         const std::vector<Value> items = Iterate(args.at(0));
-        for (size_t i = 0; i < items.size(); ++i) out += (i ? s : "") + items[i].Str();
+        for (size_t i = 0; i < items.size(); ++i) {
+          if (i != 0) out += s;
+          out += items[i].Str();
+        }
         return Value::String(std::move(out));
       }
       if (name == "format") {
@@ -1188,9 +1194,9 @@ class Renderer {
     Fail(fmt::format("'{} object' has no attribute '{}'", KindName(obj), name));
   }
 
-  static std::string Replace(const std::string& s, const std::string& from, const std::string& to,
+  static std::string Replace(std::string_view s, std::string_view from, std::string_view to,
                              int64_t count) {
-    if (from.empty()) return s;
+    if (from.empty()) return std::string(s);
     std::string out;
     size_t last = 0;
     int64_t n = 0;
@@ -1204,15 +1210,15 @@ class Renderer {
     return out;
   }
 
-  static std::string Capitalize(const std::string& s) {
+  static std::string Capitalize(std::string_view s) {
     const auto cps = CodePoints(s);
-    if (cps.empty()) return s;
+    if (cps.empty()) return std::string(s);
     std::string out = MapCase(cps[0], true);
     for (size_t i = 1; i < cps.size(); ++i) out += MapCase(cps[i], false);
     return out;
   }
 
-  static std::string Title(const std::string& s) {
+  static std::string Title(std::string_view s) {
     std::string out;
     bool prev_cased = false;
     for (const std::string& cp : CodePoints(s)) {
@@ -1432,7 +1438,7 @@ class Renderer {
       const Value* blank = Arg(args, kwargs, 2, "blank");
       const std::string pad =
           width && width->is_string()
-              ? width->text
+              ? std::string(width->text)
               : std::string(width ? static_cast<size_t>(width->integer) : 4, ' ');
       std::string s = v.Str(), out;
       std::vector<std::string> lines;

@@ -164,7 +164,7 @@ Value Value::FromJson(const boost::json::value& j) {
     case boost::json::kind::double_:
       return Float(j.get_double());
     case boost::json::kind::string:
-      return String(std::string(j.get_string()));
+      return StringView(j.get_string());
     case boost::json::kind::array: {
       List items;
       items.reserve(j.get_array().size());
@@ -227,7 +227,7 @@ std::string Value::Str() const {
     case Kind::kUndefined:
       return "";
     case Kind::kString:
-      return text;
+      return std::string(text);
     default:
       return Repr();
   }

@@ -37,9 +37,12 @@ struct Value {
   bool is_tuple = false;      // a list that prints as a Python tuple
   int64_t integer = 0;
   double number = 0;
-  std::string text;
-  // What a kList, kDict or kCallable value holds. Shared: Python lists and dicts alias. One
-  // pointer for all three keeps a Value small, and copying it cheap.
+  // kString: the characters, immutable as Python's. They live in `object` (a std::string)
+  // when the value made them, or in memory that outlives the value (see StringView), so
+  // copying a string value never copies its characters.
+  std::string_view text;
+  // What a kList, kDict or kCallable value holds (and a kString's own characters). Shared: Python
+  // lists and dicts alias. One pointer for all three keeps a Value small, and copying it cheap.
   std::shared_ptr<void> object;
   List* list() const { return static_cast<List*>(object.get()); }
   Dict* dict() const { return static_cast<Dict*>(object.get()); }
@@ -64,7 +67,16 @@ struct Value {
   }
   static Value String(std::string s) {
     Value v = Of(Kind::kString);
-    v.text = std::move(s);
+    if (s.empty()) return v;
+    auto owned = std::make_shared<std::string>(std::move(s));
+    v.text = *owned;
+    v.object = std::move(owned);
+    return v;
+  }
+  // A string whose characters `s` must outlive the value and its copies.
+  static Value StringView(std::string_view s) {
+    Value v = Of(Kind::kString);
+    v.text = s;
     return v;
   }
   static Value MakeList(List items = {}) {
@@ -82,6 +94,7 @@ struct Value {
     v.object = std::make_shared<Dict>(std::move(items));
     return v;
   }
+  // Strings are viewed, not copied: `j` must outlive the value and its copies.
   static Value FromJson(const boost::json::value& j);
 
   bool defined() const { return kind != Kind::kUndefined; }

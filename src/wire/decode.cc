@@ -152,7 +152,7 @@ class BatchDecoder {
   bool ReadDpRank() {
     if (r_.ReadNil()) return true;
     uint64_t u;
-    bool negative;
+    bool negative = false;
     if (!r_.ReadInteger(&u, &negative)) return false;
     out_.dp_rank = static_cast<int64_t>(u);
     return true;
@@ -288,8 +288,8 @@ class BatchDecoder {
       case Field::kTokenIds:
         return ReadTokens(e);
       case Field::kBlockSize: {
-        uint64_t v;
-        bool negative;
+        uint64_t v = 0;
+        bool negative = false;
         if (!r_.ReadInteger(&v, &negative)) return Fail(Is("block_size"));
         if (negative || v == 0 || v > std::numeric_limits<uint32_t>::max()) {
           return Fail(fmt::format("block_size {} is out of range", static_cast<int64_t>(v)));
@@ -316,8 +316,8 @@ class BatchDecoder {
       case Field::kExtraKeys:
         return ReadExtraKeys(e);
       case Field::kGroupIdx: {
-        uint64_t v;
-        bool negative;
+        uint64_t v = 0;
+        bool negative = false;
         if (r_.ReadNil()) return true;
         if (!r_.ReadInteger(&v, &negative) || negative) return Fail(Is("group_idx"));
         e.group_idx = static_cast<uint32_t>(v);
@@ -354,7 +354,7 @@ class BatchDecoder {
 
   bool ReadHash(uint64_t* h) {
     uint64_t u;
-    bool negative;
+    bool negative = false;
     if (r_.ReadInteger(&u, &negative)) {
       *h = u;  // signed values keep their two's-complement bits
       return true;
@@ -408,7 +408,7 @@ class BatchDecoder {
       return IdResult::kOk;
     }
     uint64_t u;
-    bool negative;
+    bool negative = false;
     if (!r_.ReadInteger(&u, &negative)) return IdResult::kNotInteger;
     if (negative) return IdResult::kNegative;
     *id = TokenFromU64(u);

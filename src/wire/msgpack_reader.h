@@ -159,7 +159,7 @@ class MsgpackReader {
       return true;
     }
     uint64_t u;
-    bool negative;
+    bool negative = false;
     if (!ReadInteger(&u, &negative)) return false;
     *d = negative ? static_cast<double>(static_cast<int64_t>(u)) : static_cast<double>(u);
     return true;

@@ -186,22 +186,21 @@ TEST(PrefixIndex, ReadersMatchWhileTheWriterApplies) {
     evict.push_back(Decoded({wire::RemovedBlocks{hashes, wire::Tier::kHost}}));
   }
   std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::atomic<int> matches{0};
   std::thread writer([&] {
     ApplyStats stats;
-    uint32_t filler = 1000;
-    for (int round = 0; round < 200; ++round) {
+    // At least 200 rounds, and on until the readers have matched a while (on a busy machine
+    // they may start late); other content cycles so the table grows, then stays put.
+    for (int round = 0; round < 200 || (matches < 2000 && round < 1000000); ++round) {
       for (const auto& b : store) index.ApplyBatch({8, 0}, b, stats);
       for (auto it = evict.rbegin(); it != evict.rend(); ++it) index.ApplyBatch({8, 0}, *it, stats);
-      // Other content, so the node table grows under the readers.
-      const Doc other = Counting(filler, 16);
-      filler += 100;
+      const Doc other = Counting(1000 + static_cast<uint32_t>(round % 500) * 100, 16);
       index.ApplyBatch({9, 0}, Decoded({Store(other, 0, 16, wire::Tier::kDevice)}), stats);
     }
     stop = true;
   });
   std::vector<std::thread> readers;
-  std::atomic<int> bad{0};
-  std::atomic<int> matches{0};
   for (int r = 0; r < 2; ++r) {
     readers.emplace_back([&] {
       std::vector<Overlap> out;

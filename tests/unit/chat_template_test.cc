@@ -1,0 +1,66 @@
+// The chat layer's own behaviour around a render: how request values live through it. The
+// output text itself is checked against Python Jinja2 by tests/py/test_template*.py.
+#include "chat/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <filesystem>
+#include <fstream>
+
+namespace kvgate::chat {
+namespace {
+
+std::unique_ptr<ChatTemplate> Load(const std::string& source) {
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("kvgate_chat_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "chat_template.jinja") << source;
+  std::unique_ptr<ChatTemplate> t;
+  EXPECT_TRUE(ChatTemplate::Load(dir.string(), &t).ok());
+  std::filesystem::remove_all(dir);
+  return t;
+}
+
+std::string Render(const ChatTemplate& t, const std::string& request) {
+  std::string prompt;
+  const Status s = t.Render(boost::json::parse(request), &prompt);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return prompt;
+}
+
+// Tool-call arguments sent as a JSON string are parsed for the template; the values it reads
+// come from that parse (long strings, so a dangling view is a real read of freed memory
+// under ASan).
+TEST(ChatTemplate, ParsedToolArgumentsLiveThroughTheRender) {
+  const auto t = Load(
+      "{% for m in messages %}{% for c in m.tool_calls or [] %}"
+      "{{ c.function.arguments.query }}|{{ c.function.arguments | tojson }}"
+      "{% endfor %}{% endfor %}");
+  const std::string query(100, 'q');
+  const std::string request =
+      R"({"messages": [{"role": "assistant", "content": "", "tool_calls": [{"type": "function",)"
+      R"( "function": {"name": "f", "arguments": "{\"query\": \")" +
+      query + R"(\"}"}}]}]})";
+  EXPECT_EQ(Render(*t, request), query + "|{\"query\": \"" + query + "\"}");
+}
+
+// Request strings are viewed, not copied: they must survive `set`, loops, slicing, method
+// calls and sums, and strings the template makes must outlive the expressions that made
+// them.
+TEST(ChatTemplate, StringsFromTheRequestAndFromTheTemplate) {
+  const auto t = Load(
+      "{% set first = messages[0].content %}{% set ns = namespace(parts=[]) %}"
+      "{% for m in messages[::-1] %}{% set s = m.content.strip() + '!' %}"
+      "{% set ns.parts = ns.parts + [s] %}{% endfor %}"
+      "{{ first }}/{{ ns.parts | join(',') }}/{{ messages[1].content.split(' ')[-1] }}");
+  const std::string a(40, 'a'), b = std::string(30, 'b') + " tail";
+  const std::string request = R"({"messages": [{"role": "user", "content": " )" + a +
+                              R"( "}, {"role": "user", "content": ")" + b + R"("}]})";
+  EXPECT_EQ(Render(*t, request), " " + a + " /" + b + "!," + a + "!/tail");
+}
+
+}  // namespace
+}  // namespace kvgate::chat
