@@ -408,7 +408,7 @@ class Renderer {
         const Value* obj = EvalRef(*n.a[0]);
         if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
         for (const auto& [k, v] : *obj->dict()) {
-          if (k == n.text) return &v;
+          if (SameKey(k, n.text)) return &v;
         }
         return nullptr;
       }
@@ -419,7 +419,7 @@ class Renderer {
         if (obj == nullptr) return nullptr;
         if (obj->kind == Value::Kind::kDict && key.is_string()) {
           for (const auto& [k, v] : *obj->dict()) {
-            if (k == key.text) return &v;
+            if (SameKey(k, key.text)) return &v;
           }
         } else if (obj->kind == Value::Kind::kList && key.kind == Value::Kind::kInt) {
           const int64_t i = NormalizeIndex(key.integer, obj->list()->size());

@@ -207,14 +207,14 @@ bool Value::Truthy() const {
 Value Value::Get(std::string_view key) const {
   if (kind != Kind::kDict) return Undefined();
   for (const auto& [k, v] : *dict()) {
-    if (k == key) return v;
+    if (SameKey(k, key)) return v;
   }
   return Undefined();
 }
 
 void Value::Set(std::string_view key, Value v) {
   for (auto& [k, existing] : *dict()) {
-    if (k == key) {
+    if (SameKey(k, key)) {
       existing = std::move(v);
       return;
     }

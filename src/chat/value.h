@@ -124,4 +124,14 @@ struct Value {
 
 bool Equal(const Value& a, const Value& b);
 
+// Key comparison for dict lookups. Keys are short ("role", "content"): comparing bytes
+// inline beats a call to memcmp for each candidate.
+inline bool SameKey(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
 }  // namespace kvgate::chat
