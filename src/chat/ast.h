@@ -87,8 +87,11 @@ struct Template::Node {
   int line = 0;
   int id = -1;  // kName, kMacro: the variable's number (see NameTable); kAttr of `loop`: the
                 // field's index in kLoopFields (-1: not a loop field)
-  std::vector<int> ids;      // numbers of the variables in `names` (kFor, kSet, kMacro)
-  bool makes_calls = false;  // evaluating this expression calls something (set by NumberTree)
+  std::vector<int> ids;  // numbers of the variables in `names` (kFor, kSet, kMacro)
+  // Running this node could change a value read earlier: it calls a macro, a global or a
+  // list method like append (calls of string and dict methods that only read do not
+  // count). Set by NumberTree.
+  bool may_mutate = false;
   std::string text;
   Value value;
   bool negated = false;

@@ -1,9 +1,27 @@
 // Numbering a template's variable names (Template::NameTable): names are read in `kName`
 // expressions and bound by `for` targets, `set`, macros and their parameters. The same walk
-// marks `loop.<field>` nodes and the expressions that make calls.
+// marks `loop.<field>` nodes and what may change values (Node::may_mutate).
+#include <algorithm>
+#include <iterator>
+
 #include "chat/ast.h"
 
 namespace kvgate::chat {
+namespace {
+
+// `x.strip()` and the like: the string and dict methods the renderer implements, none of
+// which changes a value (list methods such as append do, and so may macros).
+bool CallsReadOnlyMethod(const Node& call) {
+  static constexpr std::string_view kReadOnly[] = {
+      "strip", "lstrip", "rstrip",     "split", "rsplit",  "startswith", "endswith",
+      "upper", "lower",  "capitalize", "title", "replace", "find",       "count",
+      "join",  "format", "isdigit",    "items", "keys",    "values",     "get"};
+  const Node& callee = *call.a[0];
+  return callee.kind == NodeKind::kAttr &&
+         std::find(std::begin(kReadOnly), std::end(kReadOnly), callee.text) != std::end(kReadOnly);
+}
+
+}  // namespace
 
 Template::NameTable::NameTable() {
   Number("loop");
@@ -43,11 +61,11 @@ void Template::NameTable::NumberTree(Node& n) {
     default:
       break;
   }
-  n.makes_calls = n.kind == NodeKind::kCall;
+  n.may_mutate = n.kind == NodeKind::kCall && !CallsReadOnlyMethod(n);
   auto visit = [&](Node* child) {
     if (child == nullptr) return;
     NumberTree(*child);
-    n.makes_calls |= child->makes_calls;
+    n.may_mutate |= child->may_mutate;
   };
   for (auto& child : n.a) visit(child.get());
   for (auto& child : n.children) visit(child.get());

@@ -461,7 +461,7 @@ class Renderer {
   // safe: the right one always (nothing is evaluated after it), the left one when the right
   // one makes no call (nothing else can change what it refers to).
   bool Comparison(const Node& n) {
-    const Value* lp = MakesNoCalls(*n.a[1]) ? EvalRef(*n.a[0]) : nullptr;
+    const Value* lp = !n.a[1]->may_mutate ? EvalRef(*n.a[0]) : nullptr;
     Value left;
     if (lp == nullptr) {
       left = Eval(*n.a[0]);
@@ -589,7 +589,12 @@ class Renderer {
 
   void ExecFor(const Node& n, std::string& out, Flow& flow) {
     const Value iterable = Eval(*n.a[0]);
-    std::vector<Value> items = Iterate(iterable);
+    // A list is iterated in place when nothing in the loop can change it (`iterable` keeps
+    // it alive); otherwise, and for strings, dicts and filtered loops, over a snapshot.
+    std::vector<Value> items;
+    const bool in_place = iterable.kind == Value::Kind::kList && !n.a[1] && !n.a[2]->may_mutate;
+    if (!in_place) items = Iterate(iterable);
+    const std::vector<Value>& seq = in_place ? *iterable.list() : items;
     if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
       std::vector<Value> kept;
       for (Value& item : items) {
@@ -600,22 +605,22 @@ class Renderer {
       }
       items.swap(kept);
     }
-    if (items.empty()) {
+    if (seq.empty()) {
       if (n.a[3]) Exec(*n.a[3], out, flow);
       return;
     }
     // One scope for the loop, emptied per iteration: assignments never outlive an iteration
     // (as in Jinja2), and the scope keeps its storage.
     LoopState loop;
-    loop.items = &items;
+    loop.items = &seq;
     frames_.emplace_back();
-    for (size_t i = 0; i < items.size(); ++i) {
+    for (size_t i = 0; i < seq.size(); ++i) {
       Frame& frame = frames_.back();
       frame.vars.clear();
       frame.loop = &loop;
       loop.index = static_cast<int64_t>(i);
       loop.built = false;
-      Bind(n.ids, items[i]);
+      Bind(n.ids, seq[i]);
       Flow f = Flow::kNormal;
       Exec(*n.a[2], out, f);
       if (f == Flow::kBreak) break;
@@ -983,7 +988,7 @@ class Renderer {
     if (callee.kind == NodeKind::kAttr) {
       // The receiver is read in place unless evaluating the arguments could change what it
       // refers to (only calls can).
-      const Value* obj = ArgumentsMakeNoCalls(n) ? EvalRef(*callee.a[0]) : nullptr;
+      const Value* obj = !ArgumentsMayMutate(n) ? EvalRef(*callee.a[0]) : nullptr;
       Value evaluated;
       if (obj == nullptr) {
         evaluated = Eval(*callee.a[0]);
@@ -1054,15 +1059,11 @@ class Renderer {
     Fail(fmt::format("'{}' is undefined", name));
   }
 
-  // Whether evaluating expression `n` makes no call (only calls can change what a value
-  // read in place refers to).
-  static bool MakesNoCalls(const Node& n) { return !n.makes_calls; }
-
-  static bool ArgumentsMakeNoCalls(const Node& n) {
-    return std::none_of(n.children.begin(), n.children.end(),
-                        [](const auto& c) { return c && c->makes_calls; }) &&
-           std::none_of(n.kwargs.begin(), n.kwargs.end(),
-                        [](const auto& kw) { return kw.second && kw.second->makes_calls; });
+  static bool ArgumentsMayMutate(const Node& n) {
+    return std::any_of(n.children.begin(), n.children.end(),
+                       [](const auto& c) { return c && c->may_mutate; }) ||
+           std::any_of(n.kwargs.begin(), n.kwargs.end(),
+                       [](const auto& kw) { return kw.second && kw.second->may_mutate; });
   }
 
   Value Method(const Value& obj, std::string_view name, std::vector<Value>& args,
