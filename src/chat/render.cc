@@ -436,6 +436,17 @@ class Renderer {
 
   // Whether expression `n` is true, without building the values of boolean operators,
   // comparisons and tests (`a and b` is true exactly when both are).
+  // The value of `n`: read in place (EvalRef) when `in_place` allows and it can be, else
+  // evaluated into `storage`. Callers pass in_place = false when something evaluated after
+  // this read could change what a reference points to.
+  const Value& Read(const Node& n, Value& storage, bool in_place = true) {
+    if (in_place) {
+      if (const Value* v = EvalRef(n)) return *v;
+    }
+    storage = Eval(n);
+    return storage;
+  }
+
   bool Truthy(const Node& n) {
     switch (n.kind) {
       case NodeKind::kBinary:
@@ -461,20 +472,9 @@ class Renderer {
   // safe: the right one always (nothing is evaluated after it), the left one when the right
   // one makes no call (nothing else can change what it refers to).
   bool Comparison(const Node& n) {
-    const Value* lp = !n.a[1]->may_mutate ? EvalRef(*n.a[0]) : nullptr;
-    Value left;
-    if (lp == nullptr) {
-      left = Eval(*n.a[0]);
-      lp = &left;
-    }
-    const Value* rp = EvalRef(*n.a[1]);
-    Value right;
-    if (rp == nullptr) {
-      right = Eval(*n.a[1]);
-      rp = &right;
-    }
-    const Value& l = *lp;
-    const Value& r = *rp;
+    Value left, right;
+    const Value& l = Read(*n.a[0], left, !n.a[1]->may_mutate);
+    const Value& r = Read(*n.a[1], right);
     switch (n.op) {
       case BinaryOp::kEq:
         return Equal(l, r);
@@ -821,18 +821,14 @@ class Renderer {
     size_t i = 0;
     Value sum;
     for (; i < terms.size(); ++i) {
-      const Value* v = EvalRef(*terms[i]);
       Value evaluated;
-      if (v == nullptr) {
-        evaluated = Eval(*terms[i]);
-        v = &evaluated;
-      }
-      if (v->is_string()) {
-        out += v->text;
+      const Value& v = Read(*terms[i], evaluated);
+      if (v.is_string()) {
+        out += v.text;
         continue;
       }
-      sum = i == 0 ? *v
-                   : Arithmetic(BinaryOp::kAdd, Value::String(out.substr(mark)), *v, *terms[0],
+      sum = i == 0 ? v
+                   : Arithmetic(BinaryOp::kAdd, Value::String(out.substr(mark)), v, *terms[0],
                                 *terms[i]);
       out.resize(mark);
       break;
@@ -860,13 +856,8 @@ class Renderer {
     if (IsComparison(n.op)) return Value::Bool(Comparison(n));
     Value l = Eval(*n.a[0]);
     // The right operand is read in place when it can be (nothing is evaluated after it).
-    const Value* rp = EvalRef(*n.a[1]);
     Value evaluated;
-    if (rp == nullptr) {
-      evaluated = Eval(*n.a[1]);
-      rp = &evaluated;
-    }
-    const Value& r = *rp;
+    const Value& r = Read(*n.a[1], evaluated);
     switch (n.op) {
       case BinaryOp::kConcat:
         return Value::String(l.Str() + r.Str());
@@ -988,12 +979,8 @@ class Renderer {
     if (callee.kind == NodeKind::kAttr) {
       // The receiver is read in place unless evaluating the arguments could change what it
       // refers to (only calls can).
-      const Value* obj = !ArgumentsMayMutate(n) ? EvalRef(*callee.a[0]) : nullptr;
       Value evaluated;
-      if (obj == nullptr) {
-        evaluated = Eval(*callee.a[0]);
-        obj = &evaluated;
-      }
+      const Value* obj = &Read(*callee.a[0], evaluated, !ArgumentsMayMutate(n));
       if (obj->kind == Value::Kind::kDict) {
         const Value fn = obj->Get(callee.text);
         if (fn.kind == Value::Kind::kCallable) {
@@ -1240,13 +1227,8 @@ class Renderer {
       const bool defined = ref != nullptr ? ref->defined() : EvalSoft(*n.a[0]).defined();
       return t == "defined" ? defined : !defined;
     }
-    const Value* ref = n.children.empty() && n.kwargs.empty() ? EvalRef(*n.a[0]) : nullptr;
-    Value evaluated;
-    if (ref == nullptr) {
-      evaluated = Eval(*n.a[0]);
-      ref = &evaluated;
-    }
-    const Value& v = *ref;
+    Value evaluated;  // the arguments are evaluated after the subject
+    const Value& v = Read(*n.a[0], evaluated, !ArgumentsMayMutate(n));
     std::vector<Value> args;
     std::vector<std::pair<std::string, Value>> kwargs;
     EvalArgs(n, args, kwargs);
