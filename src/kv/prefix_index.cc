@@ -70,9 +70,12 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
     // Only the node table is shared with readers: an event's hashing and its engine-hash
     // map updates (this thread's own) happen outside the lock, which covers just the node
     // updates. Locked per event, not per batch: readers wait for at most one event.
-    if (e.kind == wire::EventKind::kStored && !StoredKeys(slot, batch, e, stats)) continue;
-    if (e.kind == wire::EventKind::kStored) MapStored(slot, batch, e);
-    if (e.kind == wire::EventKind::kRemoved) MapRemoved(slot, batch, e, stats);
+    if (e.kind == wire::EventKind::kStored) {
+      if (!StoredKeys(slot, batch, e, stats)) continue;
+      MapStored(slot, batch, e);
+    } else if (e.kind == wire::EventKind::kRemoved) {
+      MapRemoved(slot, batch, e, stats);
+    }
     std::unique_lock lock(mu_);
     WorkerBlocks& wb = slots_[slot];
     switch (e.kind) {
