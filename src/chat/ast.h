@@ -130,7 +130,12 @@ struct Template::NameTable {
   static constexpr int kLoop = 0;    // `loop` in a for body
   static constexpr int kCaller = 1;  // `caller` in a {% call %} body
   std::vector<std::string> names;    // number -> name
-  std::unordered_map<std::string, int> numbers;
+  // Looked up by string_view too (a transparent hash).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+  };
+  std::unordered_map<std::string, int, Hash, std::equal_to<>> numbers;
 
   NameTable();
   int Number(const std::string& name);

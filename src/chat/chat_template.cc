@@ -1,11 +1,14 @@
 #include "chat/chat_template.h"
 
+#include "chat/heap.h"
+
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 namespace kvgate::chat {
@@ -22,16 +25,16 @@ bool ReadFile(const std::filesystem::path& path, std::string* out) {
   return true;
 }
 
-// A special token is a string or an AddedToken object ({"content": ...}).
-Value TokenString(const json::object& config, std::string_view key) {
+// A special token is a string or an AddedToken object ({"content": ...}); none: None.
+std::optional<std::string> TokenString(const json::object& config, std::string_view key) {
   const json::value* v = config.if_contains(key);
-  if (v == nullptr || v->is_null()) return Value::None();
-  if (v->is_string()) return Value::String(std::string(v->as_string()));
+  if (v == nullptr || v->is_null()) return std::nullopt;
+  if (v->is_string()) return std::string(v->as_string());
   if (v->is_object() && v->as_object().contains("content") &&
       v->as_object().at("content").is_string()) {
-    return Value::String(std::string(v->as_object().at("content").as_string()));
+    return std::string(v->as_object().at("content").as_string());
   }
-  return Value::None();
+  return std::nullopt;
 }
 
 }  // namespace
@@ -64,9 +67,8 @@ Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemp
   }
   auto ct = std::make_unique<ChatTemplate>();
   if (Status s = Template::Parse(source, &ct->template_); !s.ok()) return s;
-  ct->special_tokens_ = Value::MakeDict();
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
-    ct->special_tokens_.Set(key, TokenString(config, key));
+    ct->special_tokens_.emplace_back(key, TokenString(config, key));
   }
   *out = std::move(ct);
   return Status::Ok();
@@ -79,11 +81,12 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
   if (messages == nullptr || !messages->is_array()) {
     return Status::Error("'messages' must be a list");
   }
-  Value vars = Value::MakeDict();
+  Heap heap;
+  Value vars = heap.MakeDict(16);
   // Values view the JSON's strings: parsed tool arguments are kept here until the end.
   std::deque<json::value> parsed_arguments;
   // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
-  Value msgs = Value::FromJson(*messages);
+  Value msgs = Value::FromJson(heap, *messages);
   for (Value& m : *msgs.list()) {
     if (m.kind != Value::Kind::kDict) return Status::Error("each message must be an object");
     Value calls = m.Get("tool_calls");
@@ -96,23 +99,25 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
       boost::system::error_code ec;
       json::value parsed = json::parse(args.text, ec);
       if (!ec)
-        fn.Set("arguments", Value::FromJson(parsed_arguments.emplace_back(std::move(parsed))));
+        fn.Set("arguments", Value::FromJson(heap, parsed_arguments.emplace_back(std::move(parsed))));
     }
   }
   vars.Set("messages", msgs);
   const json::value* tools = body->if_contains("tools");
-  vars.Set("tools", tools && !tools->is_null() ? Value::FromJson(*tools) : Value::None());
+  vars.Set("tools", tools && !tools->is_null() ? Value::FromJson(heap, *tools) : Value::None());
   vars.Set("documents", Value::None());
   const json::value* agp = body->if_contains("add_generation_prompt");
   vars.Set("add_generation_prompt", Value::Bool(agp && agp->is_bool() ? agp->as_bool() : true));
-  for (const auto& [key, value] : *special_tokens_.dict()) vars.Set(key, value);
+  for (const auto& [key, text] : special_tokens_) {
+    vars.Set(key, text ? Value::StringView(*text) : Value::None());
+  }
   if (const json::value* kwargs = body->if_contains("chat_template_kwargs");
       kwargs && kwargs->is_object()) {
     for (const auto& [key, value] : kwargs->as_object()) {
-      vars.Set(std::string(key), Value::FromJson(value));
+      vars.Set(key, Value::FromJson(heap, value));
     }
   }
-  return template_->Render(vars, prompt);
+  return template_->Render(vars, heap, prompt);
 }
 
 }  // namespace kvgate::chat

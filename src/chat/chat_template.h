@@ -4,7 +4,10 @@
 
 #include <boost/json/fwd.hpp>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chat/template.h"
 #include "common/status.h"
@@ -23,7 +26,8 @@ class ChatTemplate {
 
  private:
   std::unique_ptr<Template> template_;
-  Value special_tokens_;  // bos_token, eos_token, unk_token, pad_token
+  // bos_token, eos_token, unk_token, pad_token; nullopt: None.
+  std::vector<std::pair<std::string, std::optional<std::string>>> special_tokens_;
 };
 
 }  // namespace kvgate::chat

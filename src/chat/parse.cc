@@ -470,7 +470,8 @@ class ExprParser {
       auto n = Make(NodeKind::kLiteral);
       std::string s = t_[p_++].text;
       while (Peek().kind == Token::kString) s += t_[p_++].text;  // adjacent literals join
-      n->value = Value::String(std::move(s));
+      n->text = std::move(s);  // the node keeps the characters the literal views
+      n->value = Value::StringView(n->text);
       return n;
     }
     if (tok.kind == Token::kInt || tok.kind == Token::kFloat) {

@@ -13,14 +13,14 @@
 #include <span>
 
 #include "chat/ast.h"
+#include "chat/heap.h"
 
 namespace kvgate::chat {
 
-struct Callable {
-  std::function<Value(std::vector<Value>&, std::vector<std::pair<std::string, Value>>&)> fn;
-};
-
 namespace {
+
+// Keyword arguments of a call; names are the template's.
+using Kwargs = std::vector<std::pair<std::string_view, Value>>;
 
 struct RenderError {
   std::string message;
@@ -68,8 +68,9 @@ bool PyIsSpace(int32_t c) {
   return cat == UTF8PROC_CATEGORY_ZS || cat == UTF8PROC_CATEGORY_ZL || cat == UTF8PROC_CATEGORY_ZP;
 }
 
-// Python's str.strip family: whitespace by default, else any code point of `chars`.
-std::string Strip(std::string_view s, const Value* chars, bool left, bool right) {
+// Python's str.strip family: whitespace by default, else any code point of `chars`. The
+// result views `s`.
+std::string_view Strip(std::string_view s, const Value* chars, bool left, bool right) {
   const bool custom = chars && chars->is_string();
   auto strip_it = [&](std::string_view cp) {
     if (custom) {
@@ -98,7 +99,7 @@ std::string Strip(std::string_view s, const Value* chars, bool left, bool right)
       e = start;
     }
   }
-  return std::string(s.substr(b, e - b));
+  return s.substr(b, e - b);
 }
 
 std::string MapCase(std::string_view s, bool upper) {
@@ -112,39 +113,34 @@ std::string MapCase(std::string_view s, bool upper) {
   return out;
 }
 
-std::vector<Value> Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_right) {
-  std::vector<std::string> parts;
+// Python's str.split / rsplit. The parts view `s`, except where a whitespace split with
+// `maxsplit` rejoins its tail (made in `heap`).
+List Split(Heap& heap, std::string_view s, const Value* sep, int64_t maxsplit, bool from_right) {
+  std::vector<std::string_view> parts;
   if (sep == nullptr || sep->is_none() || !sep->defined()) {
     // Whitespace split: runs collapse, ends are ignored.
-    std::vector<std::string> cps = CodePoints(s);
-    std::string cur;
+    size_t word = 0;
     bool in_word = false;
-    for (const std::string& cp : cps) {
-      if (PyIsSpace(Decode(cp))) {
-        if (in_word) parts.push_back(cur), cur.clear(), in_word = false;
-      } else {
-        cur += cp;
-        in_word = true;
-      }
+    for (size_t i = 0; i < s.size();) {
+      const size_t n = std::min(CodePointLength(static_cast<unsigned char>(s[i])), s.size() - i);
+      const bool space = PyIsSpace(Decode(s.substr(i, n)));
+      if (space && in_word) parts.push_back(s.substr(word, i - word)), in_word = false;
+      if (!space && !in_word) word = i, in_word = true;
+      i += n;
     }
-    if (in_word) parts.push_back(cur);
+    if (in_word) parts.push_back(s.substr(word));
     if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) > maxsplit + 1) {
       // Rare in templates; rejoin the tail with single spaces (approximation of Python).
-      std::vector<std::string> limited;
-      if (!from_right) {
-        for (int64_t i = 0; i < maxsplit; ++i) limited.push_back(parts[i]);
-        std::string rest;
-        for (size_t i = maxsplit; i < parts.size(); ++i)
-          rest += (i > static_cast<size_t>(maxsplit) ? " " : "") + parts[i];
-        limited.push_back(rest);
-      } else {
-        std::string rest;
-        const size_t keep = parts.size() - maxsplit;
-        for (size_t i = 0; i < keep; ++i) rest += (i ? " " : "") + parts[i];
-        limited.push_back(rest);
-        for (size_t i = keep; i < parts.size(); ++i) limited.push_back(parts[i]);
+      const size_t joined_from = from_right ? 0 : static_cast<size_t>(maxsplit);
+      const size_t joined_to = from_right ? parts.size() - maxsplit : parts.size();
+      std::string rest;
+      for (size_t i = joined_from; i < joined_to; ++i) {
+        if (i > joined_from) rest += ' ';
+        rest += parts[i];
       }
-      parts = std::move(limited);
+      const std::string_view joined = heap.MakeString(rest).text;
+      parts.erase(parts.begin() + joined_from, parts.begin() + joined_to);
+      parts.insert(parts.begin() + joined_from, joined);
     }
   } else {
     const std::string_view d = sep->text;
@@ -154,28 +150,28 @@ std::vector<Value> Split(std::string_view s, const Value* sep, int64_t maxsplit,
       int64_t n = 0;
       for (size_t pos = s.find(d); pos != std::string_view::npos && (maxsplit < 0 || n < maxsplit);
            pos = s.find(d, start), ++n) {
-        parts.emplace_back(s.substr(start, pos - start));
+        parts.push_back(s.substr(start, pos - start));
         start = pos + d.size();
       }
-      parts.emplace_back(s.substr(start));
+      parts.push_back(s.substr(start));
     } else {
       size_t end = s.size();
       int64_t n = 0;
-      std::vector<std::string> rev;
       while (maxsplit < 0 || n < maxsplit) {
         if (end < d.size()) break;
         const size_t pos = s.rfind(d, end - d.size());
         if (pos == std::string_view::npos) break;
-        rev.emplace_back(s.substr(pos + d.size(), end - pos - d.size()));
+        parts.push_back(s.substr(pos + d.size(), end - pos - d.size()));
         end = pos;
         ++n;
       }
-      rev.emplace_back(s.substr(0, end));
-      parts.assign(rev.rbegin(), rev.rend());
+      parts.push_back(s.substr(0, end));
+      std::reverse(parts.begin(), parts.end());
     }
   }
-  std::vector<Value> out;
-  for (auto& p : parts) out.push_back(Value::String(std::move(p)));
+  List out;
+  out.reserve(parts.size());
+  for (std::string_view p : parts) out.push_back(Value::StringView(p));
   return out;
 }
 
@@ -203,18 +199,23 @@ std::string KindName(const Value& v) {
   return "object";
 }
 
-std::vector<Value> Iterate(const Value& v) {
+List Iterate(const Value& v) {
   switch (v.kind) {
     case Value::Kind::kList:
       return *v.list();
     case Value::Kind::kDict: {
-      std::vector<Value> keys;
-      for (const auto& [k, x] : *v.dict()) keys.push_back(Value::String(k));
+      List keys;
+      for (const auto& [k, x] : *v.dict()) keys.push_back(Value::StringView(k));
       return keys;
     }
     case Value::Kind::kString: {
-      std::vector<Value> chars;
-      for (auto& cp : CodePoints(v.text)) chars.push_back(Value::String(std::move(cp)));
+      List chars;
+      for (size_t i = 0; i < v.text.size();) {
+        const size_t n =
+            std::min(CodePointLength(static_cast<unsigned char>(v.text[i])), v.text.size() - i);
+        chars.push_back(Value::StringView(v.text.substr(i, n)));
+        i += n;
+      }
       return chars;
     }
     case Value::Kind::kUndefined:
@@ -242,9 +243,9 @@ int64_t NormalizeIndex(int64_t i, size_t size) {
   return i < 0 ? i + static_cast<int64_t>(size) : i;
 }
 
-Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value& step) {
+Value SliceOf(Heap& heap, const Value& v, const Value& start, const Value& stop, const Value& step) {
   const bool is_str = v.is_string();
-  std::vector<Value> items =
+  List items =
       is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list() : Iterate(v));
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t st = step.defined() && !step.is_none() ? step.integer : 1;
@@ -260,13 +261,13 @@ Value SliceOf(const Value& v, const Value& start, const Value& stop, const Value
   const int64_t e = clamp(stop, st > 0 ? n : -1);
   List out;
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(items[i]);
-  if (!is_str) return Value::MakeList(std::move(out));
+  if (!is_str) return heap.MakeList(std::move(out));
   std::string s;
   for (const Value& c : out) s += c.text;
-  return Value::String(std::move(s));
+  return heap.MakeString(s);
 }
 
-const Value* Kwarg(std::vector<std::pair<std::string, Value>>& kwargs, std::string_view name) {
+const Value* Kwarg(Kwargs& kwargs, std::string_view name) {
   for (auto& [k, v] : kwargs) {
     if (k == name) return &v;
   }
@@ -274,7 +275,7 @@ const Value* Kwarg(std::vector<std::pair<std::string, Value>>& kwargs, std::stri
 }
 
 // Positional-or-keyword argument `index`/`name`.
-const Value* Arg(std::vector<Value>& args, std::vector<std::pair<std::string, Value>>& kwargs,
+const Value* Arg(List& args, Kwargs& kwargs,
                  size_t index, std::string_view name) {
   if (index < args.size()) return &args[index];
   return Kwarg(kwargs, name);
@@ -284,7 +285,8 @@ using NameTable = Template::NameTable;
 
 class Renderer {
  public:
-  Renderer(const Value& variables, const NameTable& names) : globals_(names.names.size()) {
+  Renderer(const Value& variables, const NameTable& names, Heap& heap)
+      : heap_(heap), globals_(names.names.size()) {
     if (variables.kind == Value::Kind::kDict) {
       for (const auto& [name, value] : *variables.dict()) {
         auto it = names.numbers.find(name);
@@ -330,7 +332,7 @@ class Renderer {
           std::string captured;
           Flow f = Flow::kNormal;
           Exec(*n.a[1], captured, f);
-          v = Value::String(std::move(captured));
+          v = heap_.MakeString(std::move(captured));
         }
         if (n.names.size() == 2) {
           Value ns = Lookup(n.ids[0]);
@@ -344,21 +346,12 @@ class Renderer {
         return;
       }
       case NodeKind::kMacro:
-        SetVar(n.id, MakeMacro(n));
+        SetVar(n.id, heap_.MakeCallable({&n, /*is_caller=*/false}));
         return;
       case NodeKind::kCallBlock: {
         const Node& body = *n.a[1];
-        Value caller;
-        caller.kind = Value::Kind::kCallable;
-        caller.object = std::make_shared<Callable>();
-        caller.callable()->fn = [this, &body](auto&, auto&) {
-          std::string captured;
-          Flow f = Flow::kNormal;
-          Exec(body, captured, f);
-          return Value::String(std::move(captured));
-        };
         frames_.emplace_back();
-        SetVar(NameTable::kCaller, std::move(caller));
+        SetVar(NameTable::kCaller, heap_.MakeCallable({&body, /*is_caller=*/true}));
         out += Eval(*n.a[0]).Str();
         frames_.pop_back();
         return;
@@ -367,7 +360,7 @@ class Renderer {
         std::string captured;
         Flow f = Flow::kNormal;
         Exec(*n.a[1], captured, f);
-        out += ApplyFilter(*n.a[0], Value::String(std::move(captured))).Str();
+        out += ApplyFilter(*n.a[0], heap_.MakeString(std::move(captured))).Str();
         return;
       }
       case NodeKind::kBreak:
@@ -385,7 +378,7 @@ class Renderer {
   // A for loop's state; `loop` itself becomes a value only if the body uses it as one
   // (`loop.index` and the like are answered from here).
   struct LoopState {
-    const std::vector<Value>* items = nullptr;
+    const List* items = nullptr;
     int64_t index = 0;
     Value as_value;
     bool built = false;
@@ -525,7 +518,7 @@ class Renderer {
 
   // One field of a loop (an index into kLoopFields).
   static Value LoopField(const LoopState& loop, int field) {
-    const std::vector<Value>& items = *loop.items;
+    const List& items = *loop.items;
     const int64_t i = loop.index;
     const int64_t len = static_cast<int64_t>(items.size());
     switch (static_cast<LoopFieldCode>(field)) {
@@ -557,11 +550,10 @@ class Renderer {
 
   const Value& LoopValue(LoopState& loop) {
     if (!loop.built) {
-      Dict fields;
+      loop.as_value = heap_.MakeDict(std::size(kLoopFields));
       for (int field = 0; field < static_cast<int>(std::size(kLoopFields)); ++field) {
-        fields.emplace_back(std::string(kLoopFields[field]), LoopField(loop, field));
+        loop.as_value.dict()->emplace_back(kLoopFields[field], LoopField(loop, field));
       }
-      loop.as_value = Value::MakeDict(std::move(fields));
       loop.built = true;
     }
     return loop.as_value;
@@ -591,12 +583,12 @@ class Renderer {
     const Value iterable = Eval(*n.a[0]);
     // A list is iterated in place when nothing in the loop can change it (`iterable` keeps
     // it alive); otherwise, and for strings, dicts and filtered loops, over a snapshot.
-    std::vector<Value> items;
+    List items;
     const bool in_place = iterable.kind == Value::Kind::kList && !n.a[1] && !n.a[2]->may_mutate;
     if (!in_place) items = Iterate(iterable);
-    const std::vector<Value>& seq = in_place ? *iterable.list() : items;
+    const List& seq = in_place ? *iterable.list() : items;
     if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
-      std::vector<Value> kept;
+      List kept;
       for (Value& item : items) {
         frames_.emplace_back();
         Bind(n.ids, item);
@@ -634,19 +626,19 @@ class Renderer {
       SetVar(ids[0], item);
       return;
     }
-    std::vector<Value> parts = Iterate(item);
+    List parts = Iterate(item);
     if (parts.size() != ids.size()) {
       Fail(fmt::format("cannot unpack {} values into {} names", parts.size(), ids.size()));
     }
     for (size_t i = 0; i < ids.size(); ++i) SetVar(ids[i], parts[i]);
   }
 
-  Value MakeMacro(const Node& n) {
-    Value v;
-    v.kind = Value::Kind::kCallable;
-    v.object = std::make_shared<Callable>();
-    v.callable()->fn = [this, &n](std::vector<Value>& args, auto& kwargs) {
-      frames_.emplace_back();
+  // Calls a macro (its parameters bound from `args` and `kwargs`, else their defaults) or a
+  // {% call %} body; returns what it wrote.
+  Value Call(const Callable& c, List& args, Kwargs& kwargs) {
+    const Node& n = *c.node;
+    frames_.emplace_back();
+    if (!c.is_caller) {
       for (size_t i = 0; i < n.names.size(); ++i) {
         Value value;
         if (i < args.size()) {
@@ -656,15 +648,14 @@ class Renderer {
         } else if (n.children[i]) {
           value = Eval(*n.children[i]);
         }
-        SetVar(n.ids[i], std::move(value));
+        SetVar(n.ids[i], value);
       }
-      std::string captured;
-      Flow f = Flow::kNormal;
-      Exec(*n.a[0], captured, f);
-      frames_.pop_back();
-      return Value::String(std::move(captured));
-    };
-    return v;
+    }
+    std::string captured;
+    Flow f = Flow::kNormal;
+    Exec(c.is_caller ? n : *n.a[0], captured, f);
+    frames_.pop_back();
+    return heap_.MakeString(captured);
   }
 
   Value Eval(const Node& n) {
@@ -676,13 +667,14 @@ class Renderer {
       case NodeKind::kList: {
         List items;
         for (const auto& c : n.children) items.push_back(Eval(*c));
-        return n.text == "tuple" ? Value::MakeTuple(std::move(items))
-                                 : Value::MakeList(std::move(items));
+        return n.text == "tuple" ? heap_.MakeTuple(std::move(items))
+                                 : heap_.MakeList(std::move(items));
       }
       case NodeKind::kDict: {
-        Value d = Value::MakeDict();
+        Value d = heap_.MakeDict();
         for (size_t i = 0; i + 1 < n.children.size(); i += 2) {
-          d.Set(Eval(*n.children[i]).Str(), Eval(*n.children[i + 1]));
+          const std::string_view key = Text(Eval(*n.children[i]));
+          d.Set(key, Eval(*n.children[i + 1]));
         }
         return d;
       }
@@ -704,7 +696,7 @@ class Renderer {
         return Index(obj, key);
       }
       case NodeKind::kSlice:
-        return SliceOf(Eval(*n.a[0]), n.a[1] ? Eval(*n.a[1]) : Value(),
+        return SliceOf(heap_, Eval(*n.a[0]), n.a[1] ? Eval(*n.a[1]) : Value(),
                        n.a[2] ? Eval(*n.a[2]) : Value(), n.a[3] ? Eval(*n.a[3]) : Value());
       case NodeKind::kCall:
         return EvalCall(n);
@@ -770,7 +762,7 @@ class Renderer {
         const auto cps = CodePoints(obj.text);
         const int64_t i = NormalizeIndex(key.integer, cps.size());
         if (i < 0 || i >= static_cast<int64_t>(cps.size())) return Value::Undefined();
-        return Value::String(cps[i]);
+        return heap_.MakeString(cps[i]);
       }
       default:
         return Value::Undefined();
@@ -828,7 +820,7 @@ class Renderer {
         continue;
       }
       sum = i == 0 ? v
-                   : Arithmetic(BinaryOp::kAdd, Value::String(out.substr(mark)), v, *terms[0],
+                   : Arithmetic(BinaryOp::kAdd, heap_.MakeString(out.substr(mark)), v, *terms[0],
                                 *terms[i]);
       out.resize(mark);
       break;
@@ -860,7 +852,7 @@ class Renderer {
     const Value& r = Read(*n.a[1], evaluated);
     switch (n.op) {
       case BinaryOp::kConcat:
-        return Value::String(l.Str() + r.Str());
+        return heap_.MakeString(l.Str() + r.Str());
       default:
         return Arithmetic(n.op, std::move(l), r, *n.a[0], *n.a[1]);
     }
@@ -876,12 +868,12 @@ class Renderer {
         std::string sum;
         sum.reserve(l.text.size() + r.text.size());
         sum.append(l.text).append(r.text);
-        return Value::String(std::move(sum));
+        return heap_.MakeString(std::move(sum));
       }
       if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
         List items = *l.list();
         items.insert(items.end(), r.list()->begin(), r.list()->end());
-        return Value::MakeList(std::move(items));
+        return heap_.MakeList(std::move(items));
       }
     }
     if (op_code == BinaryOp::kAdd && (l.is_string() || l.kind == Value::Kind::kList)) {
@@ -891,7 +883,7 @@ class Renderer {
     if (op_code == BinaryOp::kMul && l.is_string() && r.kind == Value::Kind::kInt) {
       std::string s;
       for (int64_t i = 0; i < r.integer; ++i) s += l.text;
-      return Value::String(std::move(s));
+      return heap_.MakeString(std::move(s));
     }
     const bool numbers = (l.is_number() || l.kind == Value::Kind::kBool) &&
                          (r.is_number() || r.kind == Value::Kind::kBool);
@@ -966,15 +958,15 @@ class Renderer {
     }
   }
 
-  void EvalArgs(const Node& n, std::vector<Value>& args,
-                std::vector<std::pair<std::string, Value>>& kwargs) {
+  void EvalArgs(const Node& n, List& args,
+                Kwargs& kwargs) {
     for (const auto& c : n.children) args.push_back(Eval(*c));
     for (const auto& [k, v] : n.kwargs) kwargs.emplace_back(k, Eval(*v));
   }
 
   Value EvalCall(const Node& n) {
-    std::vector<Value> args;
-    std::vector<std::pair<std::string, Value>> kwargs;
+    List args;
+    Kwargs kwargs;
     const Node& callee = *n.a[0];
     if (callee.kind == NodeKind::kAttr) {
       // The receiver is read in place unless evaluating the arguments could change what it
@@ -985,7 +977,7 @@ class Renderer {
         const Value fn = obj->Get(callee.text);
         if (fn.kind == Value::Kind::kCallable) {
           EvalArgs(n, args, kwargs);
-          return fn.callable()->fn(args, kwargs);
+          return Call(*fn.callable(), args, kwargs);
         }
       }
       EvalArgs(n, args, kwargs);
@@ -994,19 +986,16 @@ class Renderer {
     EvalArgs(n, args, kwargs);
     if (callee.kind == NodeKind::kName) {
       const Value* f = FindName(callee.id);
-      if (f != nullptr && f->kind == Value::Kind::kCallable) {
-        const std::shared_ptr<void> keep = f->object;  // the call may rebind the name
-        return static_cast<Callable*>(keep.get())->fn(args, kwargs);
-      }
+      if (f != nullptr && f->kind == Value::Kind::kCallable) return Call(*f->callable(), args, kwargs);
       return Global(callee.text, args, kwargs);
     }
     const Value f = Eval(callee);
-    if (f.kind == Value::Kind::kCallable) return f.callable()->fn(args, kwargs);
+    if (f.kind == Value::Kind::kCallable) return Call(*f.callable(), args, kwargs);
     Fail("object is not callable");
   }
 
-  Value Global(const std::string& name, std::vector<Value>& args,
-               std::vector<std::pair<std::string, Value>>& kwargs) {
+  Value Global(const std::string& name, List& args,
+               Kwargs& kwargs) {
     if (name == "raise_exception") Fail(args.empty() ? "" : args[0].Str());
     if (name == "range") {
       int64_t start = 0, stop = 0, step = 1;
@@ -1021,10 +1010,10 @@ class Renderer {
       List items;
       for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
         items.push_back(Value::Int(i));
-      return Value::MakeList(std::move(items));
+      return heap_.MakeList(std::move(items));
     }
     if (name == "namespace" || name == "dict") {
-      Value d = Value::MakeDict();
+      Value d = heap_.MakeDict();
       d.is_namespace = name == "namespace";
       for (const Value& a : args) {
         if (a.kind == Value::Kind::kDict) {
@@ -1041,7 +1030,7 @@ class Renderer {
       char buf[256];
       const size_t n =
           std::strftime(buf, sizeof buf, args.empty() ? "" : args[0].Str().c_str(), &tm);
-      return Value::String(std::string(buf, n));
+      return heap_.MakeString(std::string(buf, n));
     }
     Fail(fmt::format("'{}' is undefined", name));
   }
@@ -1053,23 +1042,28 @@ class Renderer {
                        [](const auto& kw) { return kw.second && kw.second->may_mutate; });
   }
 
-  Value Method(const Value& obj, std::string_view name, std::vector<Value>& args,
-               std::vector<std::pair<std::string, Value>>& kwargs) {
+  // The characters of str(v), living as long as the heap.
+  std::string_view Text(const Value& v) {
+    return v.is_string() ? v.text : heap_.MakeString(v.Str()).text;
+  }
+
+  Value Method(const Value& obj, std::string_view name, List& args,
+               Kwargs& kwargs) {
     if (obj.is_string()) {
       const std::string_view s = obj.text;
       if (name == "strip")
-        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), true, true));
+        return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), true, true));
       if (name == "lstrip")
-        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), true, false));
+        return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), true, false));
       if (name == "rstrip")
-        return Value::String(Strip(s, Arg(args, kwargs, 0, "chars"), false, true));
+        return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), false, true));
       if (name == "split" || name == "rsplit") {
         const Value* max = Arg(args, kwargs, 1, "maxsplit");
-        return Value::MakeList(
-            Split(s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, name == "rsplit"));
+        return heap_.MakeList(
+            Split(heap_, s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, name == "rsplit"));
       }
       if (name == "startswith" || name == "endswith") {
-        std::vector<Value> options;
+        List options;
         if (!args.empty() && args[0].kind == Value::Kind::kList) {
           options = *args[0].list();
         } else if (!args.empty()) {
@@ -1082,13 +1076,13 @@ class Renderer {
         }
         return Value::Bool(false);
       }
-      if (name == "upper") return Value::String(MapCase(s, true));
-      if (name == "lower") return Value::String(MapCase(s, false));
-      if (name == "capitalize") return Value::String(Capitalize(s));
-      if (name == "title") return Value::String(Title(s));
+      if (name == "upper") return heap_.MakeString(MapCase(s, true));
+      if (name == "lower") return heap_.MakeString(MapCase(s, false));
+      if (name == "capitalize") return heap_.MakeString(Capitalize(s));
+      if (name == "title") return heap_.MakeString(Title(s));
       if (name == "replace") {
         const Value* count = Arg(args, kwargs, 2, "count");
-        return Value::String(
+        return heap_.MakeString(
             Replace(s, args.at(0).text, args.at(1).text, count ? count->integer : -1));
       }
       if (name == "find") {
@@ -1108,12 +1102,12 @@ class Renderer {
       }
       if (name == "join") {
         std::string out;
-        const std::vector<Value> items = Iterate(args.at(0));
+        const List items = Iterate(args.at(0));
         for (size_t i = 0; i < items.size(); ++i) {
           if (i != 0) out += s;
           out += items[i].Str();
         }
-        return Value::String(std::move(out));
+        return heap_.MakeString(std::move(out));
       }
       if (name == "format") {
         std::string out;
@@ -1126,7 +1120,7 @@ class Renderer {
             out += s[i];
           }
         }
-        return Value::String(std::move(out));
+        return heap_.MakeString(std::move(out));
       }
       if (name == "isdigit")
         return Value::Bool(!s.empty() && std::all_of(s.begin(), s.end(), ::isdigit));
@@ -1135,18 +1129,18 @@ class Renderer {
       if (name == "items") {
         List items;
         for (const auto& [k, v] : *obj.dict())
-          items.push_back(Value::MakeTuple({Value::String(k), v}));
-        return Value::MakeList(std::move(items));
+          items.push_back(heap_.MakeTuple({heap_.MakeString(k), v}));
+        return heap_.MakeList(std::move(items));
       }
       if (name == "keys") {
         List items;
-        for (const auto& [k, v] : *obj.dict()) items.push_back(Value::String(k));
-        return Value::MakeList(std::move(items));
+        for (const auto& [k, v] : *obj.dict()) items.push_back(heap_.MakeString(k));
+        return heap_.MakeList(std::move(items));
       }
       if (name == "values") {
         List items;
         for (const auto& [k, v] : *obj.dict()) items.push_back(v);
-        return Value::MakeList(std::move(items));
+        return heap_.MakeList(std::move(items));
       }
       if (name == "get") {
         const Value v = obj.Get(args.at(0).Str());
@@ -1229,8 +1223,8 @@ class Renderer {
     }
     Value evaluated;  // the arguments are evaluated after the subject
     const Value& v = Read(*n.a[0], evaluated, !ArgumentsMayMutate(n));
-    std::vector<Value> args;
-    std::vector<std::pair<std::string, Value>> kwargs;
+    List args;
+    Kwargs kwargs;
     EvalArgs(n, args, kwargs);
     using K = Value::Kind;
     if (t == "none") return v.kind == K::kNone;
@@ -1274,7 +1268,7 @@ class Renderer {
     return Eval(n);
   }
 
-  bool TestByName(const std::string& test, const Value& v, std::vector<Value> extra) {
+  bool TestByName(const std::string& test, const Value& v, List extra) {
     Node n;
     n.kind = NodeKind::kTest;
     n.text = test;
@@ -1292,14 +1286,14 @@ class Renderer {
   }
 
   Value ApplyFilter(const Node& n, Value v) {
-    std::vector<Value> args;
-    std::vector<std::pair<std::string, Value>> kwargs;
+    List args;
+    Kwargs kwargs;
     EvalArgs(n, args, kwargs);
     return Filter(n.text, std::move(v), args, kwargs);
   }
 
-  Value Filter(std::string_view f, Value v, std::vector<Value>& args,
-               std::vector<std::pair<std::string, Value>>& kwargs) {
+  Value Filter(std::string_view f, Value v, List& args,
+               Kwargs& kwargs) {
     using K = Value::Kind;
     if (f == "tojson") {
       const Value* indent = Arg(args, kwargs, 0, "indent");
@@ -1311,11 +1305,11 @@ class Renderer {
         item_sep = (*separators->list())[0].text;
         key_sep = (*separators->list())[1].text;
       }
-      return Value::String(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
+      return heap_.MakeString(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
                                     sort && sort->Truthy()));
     }
     if (f == "trim")
-      return Value::String(Strip(v.Str(), Arg(args, kwargs, 0, "chars"), true, true));
+      return Value::StringView(Strip(Text(v), Arg(args, kwargs, 0, "chars"), true, true));
     if (f == "length" || f == "count") {
       if (v.kind == K::kString) return Value::Int(static_cast<int64_t>(CodePoints(v.text).size()));
       if (v.kind == K::kList) return Value::Int(static_cast<int64_t>(v.list()->size()));
@@ -1323,28 +1317,28 @@ class Renderer {
       if (!v.defined()) return Value::Int(0);
       Fail(fmt::format("object of type '{}' has no len()", KindName(v)));
     }
-    if (f == "upper") return Value::String(MapCase(v.Str(), true));
-    if (f == "lower") return Value::String(MapCase(v.Str(), false));
-    if (f == "capitalize") return Value::String(Capitalize(v.Str()));
-    if (f == "title") return Value::String(Title(v.Str()));
+    if (f == "upper") return heap_.MakeString(MapCase(v.Str(), true));
+    if (f == "lower") return heap_.MakeString(MapCase(v.Str(), false));
+    if (f == "capitalize") return heap_.MakeString(Capitalize(v.Str()));
+    if (f == "title") return heap_.MakeString(Title(v.Str()));
     if (f == "replace") {
       const Value* count = Arg(args, kwargs, 2, "count");
-      return Value::String(
+      return heap_.MakeString(
           Replace(v.Str(), args.at(0).Str(), args.at(1).Str(), count ? count->integer : -1));
     }
     if (f == "join") {
       const Value* sep = Arg(args, kwargs, 0, "d");
       const Value* attr = Arg(args, kwargs, 1, "attribute");
       std::string out;
-      const std::vector<Value> items = Iterate(v);
+      const List items = Iterate(v);
       for (size_t i = 0; i < items.size(); ++i) {
         if (i && sep) out += sep->Str();
         out += (attr ? items[i].Get(attr->Str()) : items[i]).Str();
       }
-      return Value::String(std::move(out));
+      return heap_.MakeString(std::move(out));
     }
     if (f == "first" || f == "last") {
-      const std::vector<Value> items = Iterate(v);
+      const List items = Iterate(v);
       if (items.empty()) return Value::Undefined();
       return f == "first" ? items.front() : items.back();
     }
@@ -1352,18 +1346,18 @@ class Renderer {
       const Value* fallback = Arg(args, kwargs, 0, "default_value");
       const Value* boolean = Arg(args, kwargs, 1, "boolean");
       const bool use = boolean && boolean->Truthy() ? !v.Truthy() : !v.defined();
-      return use ? (fallback ? *fallback : Value::String("")) : v;
+      return use ? (fallback ? *fallback : heap_.MakeString("")) : v;
     }
-    if (f == "list") return Value::MakeList(Iterate(v));
+    if (f == "list") return heap_.MakeList(Iterate(v));
     if (f == "items") {
-      if (v.kind != K::kDict) return Value::MakeList();
-      std::vector<Value> a;
-      std::vector<std::pair<std::string, Value>> kw;
+      if (v.kind != K::kDict) return heap_.MakeList();
+      List a;
+      Kwargs kw;
       return Method(v, "items", a, kw);
     }
-    if (f == "string") return Value::String(v.Str());
+    if (f == "string") return heap_.MakeString(v.Str());
     if (f == "safe" || f == "e" || f == "escape" || f == "forceescape") {
-      if (f == "safe") return v.is_string() ? v : Value::String(v.Str());
+      if (f == "safe") return v.is_string() ? v : heap_.MakeString(v.Str());
       std::string out;
       for (char c : v.Str()) {
         switch (c) {
@@ -1386,14 +1380,14 @@ class Renderer {
             out += c;
         }
       }
-      return Value::String(std::move(out));
+      return heap_.MakeString(std::move(out));
     }
     if (f == "int") {
       if (v.kind == K::kInt) return v;
       if (v.kind == K::kFloat) return Value::Int(static_cast<int64_t>(v.number));
       if (v.kind == K::kBool) return Value::Int(v.boolean);
       try {
-        return Value::Int(std::stoll(Strip(v.Str(), nullptr, true, true)));
+        return Value::Int(std::stoll(std::string(Strip(v.Str(), nullptr, true, true))));
       } catch (...) {
         return args.empty() ? Value::Int(0) : args[0];
       }
@@ -1438,10 +1432,10 @@ class Renderer {
         if (indent_it) out += pad;
         out += lines[i];
       }
-      return Value::String(std::move(out));
+      return heap_.MakeString(std::move(out));
     }
     if (f == "wordcount") {
-      return Value::Int(static_cast<int64_t>(Split(v.Str(), nullptr, -1, false).size()));
+      return Value::Int(static_cast<int64_t>(Split(heap_, v.Str(), nullptr, -1, false).size()));
     }
     if (f == "unique") {
       List out;
@@ -1450,26 +1444,26 @@ class Renderer {
           out.push_back(x);
         }
       }
-      return Value::MakeList(std::move(out));
+      return heap_.MakeList(std::move(out));
     }
     if (f == "reverse") {
       if (v.is_string()) {
         auto cps = CodePoints(v.text);
         std::string out;
         for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
-        return Value::String(std::move(out));
+        return heap_.MakeString(std::move(out));
       }
       List items = Iterate(v);
       std::reverse(items.begin(), items.end());
-      return Value::MakeList(std::move(items));
+      return heap_.MakeList(std::move(items));
     }
     if (f == "sort" || f == "dictsort") {
       const Value* reverse = Kwarg(kwargs, "reverse");
       const Value* attr = Kwarg(kwargs, "attribute");
       List items;
       if (f == "dictsort") {
-        std::vector<Value> a;
-        std::vector<std::pair<std::string, Value>> kw;
+        List a;
+        Kwargs kw;
         items = *Method(v, "items", a, kw).list();
       } else {
         items = Iterate(v);
@@ -1481,7 +1475,7 @@ class Renderer {
       std::stable_sort(items.begin(), items.end(),
                        [&](const Value& a, const Value& b) { return Compare(key(a), key(b)) < 0; });
       if (reverse && reverse->Truthy()) std::reverse(items.begin(), items.end());
-      return Value::MakeList(std::move(items));
+      return heap_.MakeList(std::move(items));
     }
     if (f == "sum") {
       Value total = Value::Int(0);
@@ -1505,9 +1499,9 @@ class Renderer {
       const int64_t width = args.empty() ? 80 : args[0].integer;
       std::string s = v.Str();
       const int64_t len = static_cast<int64_t>(CodePoints(s).size());
-      if (len >= width) return Value::String(s);
+      if (len >= width) return heap_.MakeString(s);
       const int64_t total = width - len, left = total / 2 + (total & width & 1);
-      return Value::String(std::string(left, ' ') + s + std::string(total - left, ' '));
+      return heap_.MakeString(std::string(left, ' ') + s + std::string(total - left, ' '));
     }
     if (f == "batch") {
       const int64_t size = args.at(0).integer;
@@ -1515,15 +1509,15 @@ class Renderer {
       for (const Value& x : Iterate(v)) {
         cur.push_back(x);
         if (static_cast<int64_t>(cur.size()) == size)
-          out.push_back(Value::MakeList(std::move(cur))), cur.clear();
+          out.push_back(heap_.MakeList(std::move(cur))), cur.clear();
       }
       if (!cur.empty()) {
         if (args.size() > 1) {
           while (static_cast<int64_t>(cur.size()) < size) cur.push_back(args[1]);
         }
-        out.push_back(Value::MakeList(std::move(cur)));
+        out.push_back(heap_.MakeList(std::move(cur)));
       }
-      return Value::MakeList(std::move(out));
+      return heap_.MakeList(std::move(out));
     }
     if (f == "map") {
       List out;
@@ -1536,12 +1530,12 @@ class Renderer {
           }
           out.push_back(y);
         } else if (!args.empty()) {
-          std::vector<Value> rest(args.begin() + 1, args.end());
-          std::vector<std::pair<std::string, Value>> kw;
+          List rest(args.begin() + 1, args.end());
+          Kwargs kw;
           out.push_back(Filter(args[0].Str(), x, rest, kw));
         }
       }
-      return Value::MakeList(std::move(out));
+      return heap_.MakeList(std::move(out));
     }
     if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") {
       const bool by_attr = f.ends_with("attr");
@@ -1556,18 +1550,19 @@ class Renderer {
         }
         bool pass;
         if (args.size() > first_arg) {
-          std::vector<Value> extra(args.begin() + first_arg + 1, args.end());
+          List extra(args.begin() + first_arg + 1, args.end());
           pass = TestByName(args[first_arg].Str(), subject, std::move(extra));
         } else {
           pass = subject.Truthy();
         }
         if (pass == keep_if) out.push_back(x);
       }
-      return Value::MakeList(std::move(out));
+      return heap_.MakeList(std::move(out));
     }
     Fail(fmt::format("no filter named '{}'", f));
   }
 
+  Heap& heap_;                         // where the values the render makes live
   std::vector<const Value*> globals_;  // the template's variables, by number
   std::vector<Frame> frames_;
 };
@@ -1586,10 +1581,10 @@ Status Template::Parse(std::string_view source, std::unique_ptr<Template>* out) 
   return Status::Ok();
 }
 
-Status Template::Render(const Value& variables, std::string* out) const {
+Status Template::Render(const Value& variables, Heap& heap, std::string* out) const {
   out->clear();
   try {
-    Renderer r(variables, *names_);
+    Renderer r(variables, *names_, heap);
     Flow flow = Flow::kNormal;
     r.Exec(*root_, *out, flow);
   } catch (const RenderError& e) {

@@ -12,15 +12,18 @@
 
 namespace kvgate::chat {
 
+class Heap;
+
 class Template {
  public:
   // A syntax error is a Status naming the line.
   static Status Parse(std::string_view source, std::unique_ptr<Template>* out);
   ~Template();
 
-  // `variables` is a dict of top-level names. Errors (including raise_exception's message)
-  // come back as a Status; `out` then holds nothing useful.
-  Status Render(const Value& variables, std::string* out) const;
+  // `variables` is a dict of top-level names; the values the render makes live in `heap`.
+  // Errors (including raise_exception's message) come back as a Status; `out` then holds
+  // nothing useful.
+  Status Render(const Value& variables, Heap& heap, std::string* out) const;
 
   struct Node;
   struct NameTable;

@@ -1,5 +1,7 @@
 #include "chat/value.h"
 
+#include "chat/heap.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -125,7 +127,7 @@ void ToJsonImpl(const Value& v, int indent, std::string_view item_sep, std::stri
         out += "{}";
         break;
       }
-      std::vector<const std::pair<std::string, Value>*> items;
+      std::vector<const std::pair<std::string_view, Value>*> items;
       for (const auto& kv : *v.dict()) items.push_back(&kv);
       if (sort_keys) {
         std::stable_sort(items.begin(), items.end(),
@@ -151,7 +153,7 @@ void ToJsonImpl(const Value& v, int indent, std::string_view item_sep, std::stri
 
 }  // namespace
 
-Value Value::FromJson(const boost::json::value& j) {
+Value Value::FromJson(Heap& heap, const boost::json::value& j) {
   switch (j.kind()) {
     case boost::json::kind::null:
       return None();
@@ -166,16 +168,14 @@ Value Value::FromJson(const boost::json::value& j) {
     case boost::json::kind::string:
       return StringView(j.get_string());
     case boost::json::kind::array: {
-      List items;
-      items.reserve(j.get_array().size());
-      for (const auto& x : j.get_array()) items.push_back(FromJson(x));
-      return MakeList(std::move(items));
+      List* items = heap.NewList(j.get_array().size());
+      for (const auto& x : j.get_array()) items->push_back(FromJson(heap, x));
+      return Of(items);
     }
     case boost::json::kind::object: {
-      Dict items;
-      items.reserve(j.get_object().size());
-      for (const auto& [k, x] : j.get_object()) items.emplace_back(std::string(k), FromJson(x));
-      return MakeDict(std::move(items));
+      Dict* items = heap.NewDict(j.get_object().size());
+      for (const auto& [k, x] : j.get_object()) items->emplace_back(k, FromJson(heap, x));
+      return Of(items);
     }
   }
   return None();
@@ -215,11 +215,11 @@ Value Value::Get(std::string_view key) const {
 void Value::Set(std::string_view key, Value v) {
   for (auto& [k, existing] : *dict()) {
     if (SameKey(k, key)) {
-      existing = std::move(v);
+      existing = v;
       return;
     }
   }
-  dict()->emplace_back(std::string(key), std::move(v));
+  dict()->emplace_back(key, v);
 }
 
 std::string Value::Str() const {

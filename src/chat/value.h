@@ -1,11 +1,12 @@
 // Values of the template language, with Python's semantics where Jinja2 inherits them:
 // truthiness, equality, str() and repr() text, and JSON as transformers' `tojson` writes it.
+// A Value is plain data: what it refers to (characters, lists, dicts, macros) lives in the
+// request, the template or the render's Heap (heap.h), all of which outlive it.
 #pragma once
 
 #include <boost/json/fwd.hpp>
 #include <cstdint>
-#include <functional>
-#include <memory>
+#include <memory_resource>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,9 +15,12 @@
 namespace kvgate::chat {
 
 struct Value;
-using List = std::vector<Value>;
-// Insertion-ordered, like Python's dict.
-using Dict = std::vector<std::pair<std::string, Value>>;
+class Heap;
+// A list or dict a Value points to lives in a Heap and allocates from it (Heap::List,
+// Heap::Dict); other Lists are ordinary temporaries.
+using List = std::pmr::vector<Value>;
+// Insertion-ordered, like Python's dict. Keys are views, like strings (see Value::text).
+using Dict = std::pmr::vector<std::pair<std::string_view, Value>>;
 struct Callable;
 
 struct Value {
@@ -37,16 +41,15 @@ struct Value {
   bool is_tuple = false;      // a list that prints as a Python tuple
   int64_t integer = 0;
   double number = 0;
-  // kString: the characters, immutable as Python's. They live in `object` (a std::string)
-  // when the value made them, or in memory that outlives the value (see StringView), so
-  // copying a string value never copies its characters.
+  // kString: the characters, immutable as Python's, viewed in the request, the template or
+  // the render's heap; copying a string value never copies its characters.
   std::string_view text;
-  // What a kList, kDict or kCallable value holds (and a kString's own characters). Shared: Python
-  // lists and dicts alias. One pointer for all three keeps a Value small, and copying it cheap.
-  std::shared_ptr<void> object;
-  List* list() const { return static_cast<List*>(object.get()); }
-  Dict* dict() const { return static_cast<Dict*>(object.get()); }
-  Callable* callable() const { return static_cast<Callable*>(object.get()); }
+  // What a kList, kDict or kCallable value refers to, in the render's heap. Shared: Python
+  // lists and dicts alias.
+  void* object = nullptr;
+  List* list() const { return static_cast<List*>(object); }
+  Dict* dict() const { return static_cast<Dict*>(object); }
+  Callable* callable() const { return static_cast<Callable*>(object); }
 
   static Value Undefined() { return {}; }
   static Value None() { return Of(Kind::kNone); }
@@ -65,37 +68,30 @@ struct Value {
     v.number = d;
     return v;
   }
-  static Value String(std::string s) {
-    Value v = Of(Kind::kString);
-    if (s.empty()) return v;
-    auto owned = std::make_shared<std::string>(std::move(s));
-    v.text = *owned;
-    v.object = std::move(owned);
-    return v;
-  }
-  // A string whose characters `s` must outlive the value and its copies.
+  // A string whose characters `s` must outlive the value and its copies (Heap::String
+  // copies them into the heap).
   static Value StringView(std::string_view s) {
     Value v = Of(Kind::kString);
     v.text = s;
     return v;
   }
-  static Value MakeList(List items = {}) {
+  static Value Of(List* items) {
     Value v = Of(Kind::kList);
-    v.object = std::make_shared<List>(std::move(items));
+    v.object = items;
     return v;
   }
-  static Value MakeTuple(List items) {
-    Value v = MakeList(std::move(items));
-    v.is_tuple = true;
-    return v;
-  }
-  static Value MakeDict(Dict items = {}) {
+  static Value Of(Dict* items) {
     Value v = Of(Kind::kDict);
-    v.object = std::make_shared<Dict>(std::move(items));
+    v.object = items;
     return v;
   }
-  // Strings are viewed, not copied: `j` must outlive the value and its copies.
-  static Value FromJson(const boost::json::value& j);
+  static Value Of(Callable* c) {
+    Value v = Of(Kind::kCallable);
+    v.object = c;
+    return v;
+  }
+  // Strings and keys are viewed, not copied: `j` must outlive the value and its copies.
+  static Value FromJson(Heap& heap, const boost::json::value& j);
 
   bool defined() const { return kind != Kind::kUndefined; }
   bool is_none() const { return kind == Kind::kNone; }
@@ -106,6 +102,7 @@ struct Value {
   bool Truthy() const;
   // Dict lookup; Undefined when absent.
   Value Get(std::string_view key) const;
+  // `key` must outlive the dict (a view into the request, the template or the heap).
   void Set(std::string_view key, Value v);
 
   std::string Str() const;   // Python str()

@@ -1,0 +1,73 @@
+// Where one render's values live. The strings, lists, dicts and macros a render makes are
+// carved from one growing buffer and released together when the render ends, so values are
+// plain data: nothing is counted, and nothing is freed one by one. The price: memory a
+// render stops using comes back only when the render ends.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <memory_resource>
+#include <string_view>
+
+#include "chat/template.h"
+#include "chat/value.h"
+
+namespace kvgate::chat {
+
+// A macro or a {% call %} body, called like a function.
+struct Callable {
+  const Template::Node* node;  // the kMacro node, or the body of a kCallBlock
+  bool is_caller;
+};
+
+class Heap {
+ public:
+  Heap() : memory_(first_block_.data(), first_block_.size()) {}
+  Heap(const Heap&) = delete;
+  Heap& operator=(const Heap&) = delete;
+
+  // A string value whose characters are copied into the heap.
+  Value MakeString(std::string_view s) {
+    if (s.empty()) return Value::StringView({});
+    char* chars = static_cast<char*>(memory_.allocate(s.size(), 1));
+    std::copy(s.begin(), s.end(), chars);
+    return Value::StringView({chars, s.size()});
+  }
+  // A new empty list or dict with room for `capacity` items.
+  Value MakeList(size_t capacity = 0) { return Value::Of(NewList(capacity)); }
+  Value MakeDict(size_t capacity = 0) { return Value::Of(NewDict(capacity)); }
+  // A list holding `items` (moved when they already live here, else copied).
+  Value MakeList(List&& items) { return Value::Of(New<List>(std::move(items), &memory_)); }
+  Value MakeTuple(List&& items) {
+    Value v = MakeList(std::move(items));
+    v.is_tuple = true;
+    return v;
+  }
+  Value MakeCallable(Callable c) { return Value::Of(New<Callable>(c)); }
+
+  List* NewList(size_t capacity) {
+    List* list = New<List>(&memory_);
+    list->reserve(capacity);
+    return list;
+  }
+  Dict* NewDict(size_t capacity) {
+    Dict* dict = New<Dict>(&memory_);
+    dict->reserve(capacity);
+    return dict;
+  }
+
+ private:
+  // Objects here are never destroyed: their memory goes with the heap's, and the containers
+  // among them allocate only from the heap, whose deallocation does nothing.
+  template <class T, class... Args>
+  T* New(Args&&... args) {
+    return new (memory_.allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
+  }
+
+  // Enough for a typical chat request, so most renders never call malloc for values.
+  alignas(std::max_align_t) std::array<std::byte, 16384> first_block_;
+  std::pmr::monotonic_buffer_resource memory_;
+};
+
+}  // namespace kvgate::chat
