@@ -46,6 +46,9 @@ class Heap {
   }
   Value MakeCallable(Callable c) { return Value::Of(New<Callable>(c)); }
 
+  // For temporaries (argument lists) that are not worth a malloc.
+  std::pmr::memory_resource* resource() { return &memory_; }
+
   List* NewList(size_t capacity) {
     List* list = New<List>(&memory_);
     list->reserve(capacity);

@@ -259,7 +259,7 @@ Value SliceOf(Heap& heap, const Value& v, const Value& start, const Value& stop,
   };
   const int64_t b = clamp(start, st > 0 ? 0 : n - 1);
   const int64_t e = clamp(stop, st > 0 ? n : -1);
-  List out;
+  List out(heap.resource());
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) out.push_back(items[i]);
   if (!is_str) return heap.MakeList(std::move(out));
   std::string s;
@@ -293,7 +293,7 @@ class Renderer {
         if (it != names.numbers.end()) globals_[it->second] = &value;
       }
     }
-    frames_.emplace_back();
+    PushFrame();
   }
 
   void Exec(const Node& n, std::string& out, Flow& flow) {
@@ -350,10 +350,10 @@ class Renderer {
         return;
       case NodeKind::kCallBlock: {
         const Node& body = *n.a[1];
-        frames_.emplace_back();
+        PushFrame();
         SetVar(NameTable::kCaller, heap_.MakeCallable({&body, /*is_caller=*/true}));
         out += Eval(*n.a[0]).Str();
-        frames_.pop_back();
+        PopFrame();
         return;
       }
       case NodeKind::kFilterBlock: {
@@ -390,45 +390,53 @@ class Renderer {
     LoopState* loop = nullptr;
   };
 
+  // Scopes in use are frames_[0, depth_); the ones above keep their storage for reuse.
+  void PushFrame() {
+    if (depth_ == frames_.size()) frames_.emplace_back();
+    Frame& frame = frames_[depth_++];
+    frame.vars.clear();
+    frame.loop = nullptr;
+  }
+  void PopFrame() { --depth_; }
+
   // The value a name / attribute / item chain refers to, without copying it; null when the
   // expression is something else (or its base is undefined). Valid until the next mutation.
+  // Walks down to the chain's base, then back up one member at a time: a loop, not a
+  // recursion, as this runs for most expressions a template evaluates.
   const Value* EvalRef(const Node& n) {
-    switch (n.kind) {
-      case NodeKind::kName:
-        return FindName(n.id);
-      case NodeKind::kAttr: {
-        if (IsLoop(*n.a[0])) return nullptr;  // Eval answers loop.<field> without a dict
-        const Value* obj = EvalRef(*n.a[0]);
-        if (obj == nullptr || obj->kind != Value::Kind::kDict) return nullptr;
-        for (const auto& [k, v] : *obj->dict()) {
-          if (SameKey(k, n.text)) return &v;
-        }
-        return nullptr;
+    std::array<const Node*, 8> members;
+    size_t count = 0;
+    const Node* base = &n;
+    for (; base->kind == NodeKind::kAttr || base->kind == NodeKind::kItem; base = base->a[0].get()) {
+      if (count == members.size()) return nullptr;
+      if (base->kind == NodeKind::kAttr && IsLoop(*base->a[0])) {
+        return nullptr;  // Eval answers loop.<field> without a dict
       }
-      case NodeKind::kItem: {
-        if (n.a[1]->kind != NodeKind::kLiteral) return nullptr;
-        const Value* obj = EvalRef(*n.a[0]);
-        const Value& key = n.a[1]->value;
-        if (obj == nullptr) return nullptr;
-        if (obj->kind == Value::Kind::kDict && key.is_string()) {
-          for (const auto& [k, v] : *obj->dict()) {
-            if (SameKey(k, key.text)) return &v;
-          }
-        } else if (obj->kind == Value::Kind::kList && key.kind == Value::Kind::kInt) {
-          const int64_t i = NormalizeIndex(key.integer, obj->list()->size());
-          if (i >= 0 && i < static_cast<int64_t>(obj->list()->size())) return &(*obj->list())[i];
-        }
-        return nullptr;
-      }
-      case NodeKind::kLiteral:
-        return &n.value;
-      default:
-        return nullptr;
+      if (base->kind == NodeKind::kItem && base->a[1]->kind != NodeKind::kLiteral) return nullptr;
+      members[count++] = base;
     }
+    const Value* v = base->kind == NodeKind::kName      ? FindName(base->id)
+                     : base->kind == NodeKind::kLiteral ? &base->value
+                                                        : nullptr;
+    while (v != nullptr && count > 0) v = Member(*v, *members[--count]);
+    return v;
   }
 
-  // Whether expression `n` is true, without building the values of boolean operators,
-  // comparisons and tests (`a and b` is true exactly when both are).
+  // `obj.name` or `obj[literal]` (node `m`) in place; null when absent.
+  static const Value* Member(const Value& obj, const Node& m) {
+    const Value* key = m.kind == NodeKind::kItem ? &m.a[1]->value : nullptr;
+    if (obj.kind == Value::Kind::kDict && (key == nullptr || key->is_string())) {
+      const std::string_view name = key ? key->text : std::string_view(m.text);
+      for (const auto& [k, v] : *obj.dict()) {
+        if (SameKey(k, name)) return &v;
+      }
+    } else if (obj.kind == Value::Kind::kList && key && key->kind == Value::Kind::kInt) {
+      const int64_t i = NormalizeIndex(key->integer, obj.list()->size());
+      if (i >= 0 && i < static_cast<int64_t>(obj.list()->size())) return &(*obj.list())[i];
+    }
+    return nullptr;
+  }
+
   // The value of `n`: read in place (EvalRef) when `in_place` allows and it can be, else
   // evaluated into `storage`. Callers pass in_place = false when something evaluated after
   // this read could change what a reference points to.
@@ -440,6 +448,8 @@ class Renderer {
     return storage;
   }
 
+  // Whether expression `n` is true, without building the values of boolean operators,
+  // comparisons and tests (`a and b` is true exactly when both are).
   bool Truthy(const Node& n) {
     switch (n.kind) {
       case NodeKind::kBinary:
@@ -492,11 +502,12 @@ class Renderer {
 
   // Innermost scope first, then the template's variables; null when undefined.
   const Value* FindName(int id) {
-    for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
-      for (auto& [number, value] : frame->vars) {
+    for (size_t i = depth_; i-- > 0;) {
+      Frame& frame = frames_[i];
+      for (auto& [number, value] : frame.vars) {
         if (number == id) return &value;
       }
-      if (id == NameTable::kLoop && frame->loop != nullptr) return &LoopValue(*frame->loop);
+      if (id == NameTable::kLoop && frame.loop != nullptr) return &LoopValue(*frame.loop);
     }
     return globals_[id];
   }
@@ -507,13 +518,14 @@ class Renderer {
   }
 
   void SetVar(int id, Value v) {
-    for (auto& [number, value] : frames_.back().vars) {
+    std::vector<std::pair<int, Value>>& vars = frames_[depth_ - 1].vars;
+    for (auto& [number, value] : vars) {
       if (number == id) {
-        value = std::move(v);
+        value = v;
         return;
       }
     }
-    frames_.back().vars.emplace_back(id, std::move(v));
+    vars.emplace_back(id, v);
   }
 
   // One field of a loop (an index into kLoopFields).
@@ -548,7 +560,8 @@ class Renderer {
     return Value::Undefined();
   }
 
-  const Value& LoopValue(LoopState& loop) {
+  // Rare (`loop` used as a value), so kept out of FindName's callers.
+  [[gnu::noinline]] const Value& LoopValue(LoopState& loop) {
     if (!loop.built) {
       loop.as_value = heap_.MakeDict(std::size(kLoopFields));
       for (int field = 0; field < static_cast<int>(std::size(kLoopFields)); ++field) {
@@ -567,12 +580,13 @@ class Renderer {
   // loop there or has no such field.
   bool LoopAttr(const Node& n, Value* out) {
     if (n.id < 0) return false;
-    for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
-      for (auto& [number, value] : frame->vars) {
+    for (size_t i = depth_; i-- > 0;) {
+      const Frame& frame = frames_[i];
+      for (auto& [number, value] : frame.vars) {
         if (number == NameTable::kLoop) return false;  // rebound by `set`
       }
-      if (frame->loop != nullptr) {
-        *out = LoopField(*frame->loop, n.id);
+      if (frame.loop != nullptr) {
+        *out = LoopField(*frame.loop, n.id);
         return true;
       }
     }
@@ -590,10 +604,10 @@ class Renderer {
     if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
       List kept;
       for (Value& item : items) {
-        frames_.emplace_back();
+        PushFrame();
         Bind(n.ids, item);
         if (Eval(*n.a[1]).Truthy()) kept.push_back(item);
-        frames_.pop_back();
+        PopFrame();
       }
       items.swap(kept);
     }
@@ -605,9 +619,9 @@ class Renderer {
     // (as in Jinja2), and the scope keeps its storage.
     LoopState loop;
     loop.items = &seq;
-    frames_.emplace_back();
+    PushFrame();
     for (size_t i = 0; i < seq.size(); ++i) {
-      Frame& frame = frames_.back();
+      Frame& frame = frames_[depth_ - 1];  // (the body's own scopes may have moved it)
       frame.vars.clear();
       frame.loop = &loop;
       loop.index = static_cast<int64_t>(i);
@@ -617,7 +631,7 @@ class Renderer {
       Exec(*n.a[2], out, f);
       if (f == Flow::kBreak) break;
     }
-    frames_.pop_back();
+    PopFrame();
     (void)flow;
   }
 
@@ -637,7 +651,7 @@ class Renderer {
   // {% call %} body; returns what it wrote.
   Value Call(const Callable& c, List& args, Kwargs& kwargs) {
     const Node& n = *c.node;
-    frames_.emplace_back();
+    PushFrame();
     if (!c.is_caller) {
       for (size_t i = 0; i < n.names.size(); ++i) {
         Value value;
@@ -654,7 +668,7 @@ class Renderer {
     std::string captured;
     Flow f = Flow::kNormal;
     Exec(c.is_caller ? n : *n.a[0], captured, f);
-    frames_.pop_back();
+    PopFrame();
     return heap_.MakeString(captured);
   }
 
@@ -665,7 +679,7 @@ class Renderer {
       case NodeKind::kName:
         return Lookup(n.id);
       case NodeKind::kList: {
-        List items;
+        List items = TempList();
         for (const auto& c : n.children) items.push_back(Eval(*c));
         return n.text == "tuple" ? heap_.MakeTuple(std::move(items))
                                  : heap_.MakeList(std::move(items));
@@ -958,6 +972,9 @@ class Renderer {
     }
   }
 
+  // A list for arguments and other temporaries, allocating from the heap.
+  List TempList() { return List(heap_.resource()); }
+
   void EvalArgs(const Node& n, List& args,
                 Kwargs& kwargs) {
     for (const auto& c : n.children) args.push_back(Eval(*c));
@@ -965,7 +982,7 @@ class Renderer {
   }
 
   Value EvalCall(const Node& n) {
-    List args;
+    List args = TempList();
     Kwargs kwargs;
     const Node& callee = *n.a[0];
     if (callee.kind == NodeKind::kAttr) {
@@ -1223,7 +1240,7 @@ class Renderer {
     }
     Value evaluated;  // the arguments are evaluated after the subject
     const Value& v = Read(*n.a[0], evaluated, !ArgumentsMayMutate(n));
-    List args;
+    List args = TempList();
     Kwargs kwargs;
     EvalArgs(n, args, kwargs);
     using K = Value::Kind;
@@ -1286,7 +1303,7 @@ class Renderer {
   }
 
   Value ApplyFilter(const Node& n, Value v) {
-    List args;
+    List args = TempList();
     Kwargs kwargs;
     EvalArgs(n, args, kwargs);
     return Filter(n.text, std::move(v), args, kwargs);
@@ -1565,6 +1582,7 @@ class Renderer {
   Heap& heap_;                         // where the values the render makes live
   std::vector<const Value*> globals_;  // the template's variables, by number
   std::vector<Frame> frames_;
+  size_t depth_ = 0;
 };
 
 }  // namespace

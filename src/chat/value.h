@@ -6,6 +6,7 @@
 
 #include <boost/json/fwd.hpp>
 #include <cstdint>
+#include <cstring>
 #include <memory_resource>
 #include <string>
 #include <string_view>
@@ -121,14 +122,24 @@ struct Value {
 
 bool Equal(const Value& a, const Value& b);
 
-// Key comparison for dict lookups. Keys are short ("role", "content"): comparing bytes
-// inline beats a call to memcmp for each candidate.
+// Key comparison for dict lookups. Keys are short ("role", "content"): two overlapping
+// word loads compare 4 to 16 bytes inline, cheaper than a call to memcmp per candidate.
 inline bool SameKey(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return false;
+  const size_t n = a.size();
+  if (n != b.size()) return false;
+  auto load = [](const char* p, auto word) {
+    std::memcpy(&word, p, sizeof word);
+    return word;
+  };
+  if (n >= 8 && n <= 16) {
+    return load(a.data(), uint64_t{}) == load(b.data(), uint64_t{}) &&
+           load(a.data() + n - 8, uint64_t{}) == load(b.data() + n - 8, uint64_t{});
   }
-  return true;
+  if (n >= 4 && n < 8) {
+    return load(a.data(), uint32_t{}) == load(b.data(), uint32_t{}) &&
+           load(a.data() + n - 4, uint32_t{}) == load(b.data() + n - 4, uint32_t{});
+  }
+  return a == b;
 }
 
 }  // namespace kvgate::chat
