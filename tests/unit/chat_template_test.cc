@@ -62,5 +62,27 @@ TEST(ChatTemplate, StringsFromTheRequestAndFromTheTemplate) {
   EXPECT_EQ(Render(*t, request), " " + a + " /" + b + "!," + a + "!/tail");
 }
 
+// A long conversation makes far more values than the heap's first block holds: lists grown by
+// append, strings made per message, a namespace rebound each turn. Every one of them must
+// stay readable to the end of the render (ASan reads freed memory as an error).
+TEST(ChatTemplate, ValuesOutliveTheHeapsFirstBlock) {
+  const auto t = Load(
+      "{% set ns = namespace(parts=[], last='') %}"
+      "{% for m in messages %}{% set line = m.role ~ ':' ~ m.content.upper() %}"
+      "{% set ns.last = line %}{% set _ = ns.parts.append(line) %}{% endfor %}"
+      "{{ ns.parts | join('|') }}#{{ ns.last }}");
+  std::string request = R"({"messages": [)", expected, last;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string content = "message number " + std::to_string(i);
+    request += (i ? "," : "") + std::string(R"({"role": "user", "content": ")") + content + "\"}";
+    std::string upper = content;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    last = "user:" + upper;
+    expected += (i ? "|" : "") + last;
+  }
+  request += "]}";
+  EXPECT_EQ(Render(*t, request), expected + "#" + last);
+}
+
 }  // namespace
 }  // namespace kvgate::chat
