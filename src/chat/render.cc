@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <span>
 
@@ -28,6 +29,13 @@ struct RenderError {
 enum class Flow { kNormal, kBreak, kContinue };
 
 [[noreturn]] void Fail(std::string message) { throw RenderError{std::move(message)}; }
+
+// Whether `s` is the literal `lit`: filter, test and method names are compared against many
+// literals per call, and a compile-time length makes each comparison a few instructions.
+template <size_t N>
+bool Is(std::string_view s, const char (&lit)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
 
 // ---------- Unicode helpers (Python's str semantics are per code point) ----------
 size_t CodePointLength(unsigned char lead) {
@@ -458,7 +466,7 @@ class Renderer {
         if (IsComparison(n.op)) return Comparison(n);
         break;
       case NodeKind::kUnary:
-        if (n.text == "not") return !Truthy(*n.a[0]);
+        if (Is(n.text, "not")) return !Truthy(*n.a[0]);
         break;
       case NodeKind::kTest:
         return ApplyTest(n) != n.negated;
@@ -595,14 +603,14 @@ class Renderer {
 
   void ExecFor(const Node& n, std::string& out, Flow& flow) {
     const Value iterable = Eval(*n.a[0]);
-    // A list is iterated in place when nothing in the loop can change it (`iterable` keeps
-    // it alive); otherwise, and for strings, dicts and filtered loops, over a snapshot.
-    List items;
+    // A list is iterated in place when nothing in the loop can change it; otherwise, and for
+    // strings, dicts and filtered loops, over a snapshot.
+    List items = TempList();
     const bool in_place = iterable.kind == Value::Kind::kList && !n.a[1] && !n.a[2]->may_mutate;
     if (!in_place) items = Iterate(iterable);
     const List& seq = in_place ? *iterable.list() : items;
     if (n.a[1]) {  // `for x in xs if cond`: filter first; loop.length counts what is left
-      List kept;
+      List kept = TempList();  // (swapped with `items`: the same resource)
       for (Value& item : items) {
         PushFrame();
         Bind(n.ids, item);
@@ -681,7 +689,7 @@ class Renderer {
       case NodeKind::kList: {
         List items = TempList();
         for (const auto& c : n.children) items.push_back(Eval(*c));
-        return n.text == "tuple" ? heap_.MakeTuple(std::move(items))
+        return Is(n.text, "tuple") ? heap_.MakeTuple(std::move(items))
                                  : heap_.MakeList(std::move(items));
       }
       case NodeKind::kDict: {
@@ -721,12 +729,12 @@ class Renderer {
         return Value::Bool(n.negated ? !result : result);
       }
       case NodeKind::kUnary: {
-        if (n.text == "not") return Value::Bool(!Truthy(*n.a[0]));
+        if (Is(n.text, "not")) return Value::Bool(!Truthy(*n.a[0]));
         const Value v = Eval(*n.a[0]);
-        if (n.text == "not") return Value::Bool(!v.Truthy());  // (operand evaluated above)
-        if (v.kind == Value::Kind::kInt) return Value::Int(n.text == "-" ? -v.integer : v.integer);
+        if (Is(n.text, "not")) return Value::Bool(!v.Truthy());  // (operand evaluated above)
+        if (v.kind == Value::Kind::kInt) return Value::Int(Is(n.text, "-") ? -v.integer : v.integer);
         if (v.kind == Value::Kind::kFloat)
-          return Value::Float(n.text == "-" ? -v.number : v.number);
+          return Value::Float(Is(n.text, "-") ? -v.number : v.number);
         Fail(fmt::format("bad operand type for unary {}: '{}'", n.text, KindName(v)));
       }
       case NodeKind::kBinary:
@@ -1013,8 +1021,8 @@ class Renderer {
 
   Value Global(const std::string& name, List& args,
                Kwargs& kwargs) {
-    if (name == "raise_exception") Fail(args.empty() ? "" : args[0].Str());
-    if (name == "range") {
+    if (Is(name, "raise_exception")) Fail(args.empty() ? "" : args[0].Str());
+    if (Is(name, "range")) {
       int64_t start = 0, stop = 0, step = 1;
       if (args.size() == 1) {
         stop = args[0].integer;
@@ -1029,9 +1037,9 @@ class Renderer {
         items.push_back(Value::Int(i));
       return heap_.MakeList(std::move(items));
     }
-    if (name == "namespace" || name == "dict") {
+    if (Is(name, "namespace") || Is(name, "dict")) {
       Value d = heap_.MakeDict();
-      d.is_namespace = name == "namespace";
+      d.is_namespace = Is(name, "namespace");
       for (const Value& a : args) {
         if (a.kind == Value::Kind::kDict) {
           for (const auto& [k, v] : *a.dict()) d.Set(k, v);
@@ -1040,7 +1048,7 @@ class Renderer {
       for (auto& [k, v] : kwargs) d.Set(k, v);
       return d;
     }
-    if (name == "strftime_now") {
+    if (Is(name, "strftime_now")) {
       const std::time_t now = std::time(nullptr);
       std::tm tm{};
       localtime_r(&now, &tm);
@@ -1068,18 +1076,18 @@ class Renderer {
                Kwargs& kwargs) {
     if (obj.is_string()) {
       const std::string_view s = obj.text;
-      if (name == "strip")
+      if (Is(name, "strip"))
         return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), true, true));
-      if (name == "lstrip")
+      if (Is(name, "lstrip"))
         return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), true, false));
-      if (name == "rstrip")
+      if (Is(name, "rstrip"))
         return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), false, true));
-      if (name == "split" || name == "rsplit") {
+      if (Is(name, "split") || Is(name, "rsplit")) {
         const Value* max = Arg(args, kwargs, 1, "maxsplit");
         return heap_.MakeList(
-            Split(heap_, s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, name == "rsplit"));
+            Split(heap_, s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, Is(name, "rsplit")));
       }
-      if (name == "startswith" || name == "endswith") {
+      if (Is(name, "startswith") || Is(name, "endswith")) {
         List options;
         if (!args.empty() && args[0].kind == Value::Kind::kList) {
           options = *args[0].list();
@@ -1087,28 +1095,28 @@ class Renderer {
           options.push_back(args[0]);
         }
         for (const Value& o : options) {
-          if (name == "startswith" ? s.starts_with(o.text) : s.ends_with(o.text)) {
+          if (Is(name, "startswith") ? s.starts_with(o.text) : s.ends_with(o.text)) {
             return Value::Bool(true);
           }
         }
         return Value::Bool(false);
       }
-      if (name == "upper") return heap_.MakeString(MapCase(s, true));
-      if (name == "lower") return heap_.MakeString(MapCase(s, false));
-      if (name == "capitalize") return heap_.MakeString(Capitalize(s));
-      if (name == "title") return heap_.MakeString(Title(s));
-      if (name == "replace") {
+      if (Is(name, "upper")) return heap_.MakeString(MapCase(s, true));
+      if (Is(name, "lower")) return heap_.MakeString(MapCase(s, false));
+      if (Is(name, "capitalize")) return heap_.MakeString(Capitalize(s));
+      if (Is(name, "title")) return heap_.MakeString(Title(s));
+      if (Is(name, "replace")) {
         const Value* count = Arg(args, kwargs, 2, "count");
         return heap_.MakeString(
             Replace(s, args.at(0).text, args.at(1).text, count ? count->integer : -1));
       }
-      if (name == "find") {
+      if (Is(name, "find")) {
         const size_t pos = s.find(args.at(0).text);
         return Value::Int(pos == std::string::npos
                               ? -1
                               : static_cast<int64_t>(CodePoints(s.substr(0, pos)).size()));
       }
-      if (name == "count") {
+      if (Is(name, "count")) {
         int64_t c = 0;
         const std::string_view sub = args.at(0).text;
         if (sub.empty()) return Value::Int(static_cast<int64_t>(CodePoints(s).size()) + 1);
@@ -1117,7 +1125,7 @@ class Renderer {
           ++c;
         return Value::Int(c);
       }
-      if (name == "join") {
+      if (Is(name, "join")) {
         std::string out;
         const List items = Iterate(args.at(0));
         for (size_t i = 0; i < items.size(); ++i) {
@@ -1126,7 +1134,7 @@ class Renderer {
         }
         return heap_.MakeString(std::move(out));
       }
-      if (name == "format") {
+      if (Is(name, "format")) {
         std::string out;
         size_t next = 0;
         for (size_t i = 0; i < s.size(); ++i) {
@@ -1139,38 +1147,38 @@ class Renderer {
         }
         return heap_.MakeString(std::move(out));
       }
-      if (name == "isdigit")
+      if (Is(name, "isdigit"))
         return Value::Bool(!s.empty() && std::all_of(s.begin(), s.end(), ::isdigit));
     }
     if (obj.kind == Value::Kind::kDict) {
-      if (name == "items") {
+      if (Is(name, "items")) {
         List items;
         for (const auto& [k, v] : *obj.dict())
           items.push_back(heap_.MakeTuple({heap_.MakeString(k), v}));
         return heap_.MakeList(std::move(items));
       }
-      if (name == "keys") {
+      if (Is(name, "keys")) {
         List items;
         for (const auto& [k, v] : *obj.dict()) items.push_back(heap_.MakeString(k));
         return heap_.MakeList(std::move(items));
       }
-      if (name == "values") {
+      if (Is(name, "values")) {
         List items;
         for (const auto& [k, v] : *obj.dict()) items.push_back(v);
         return heap_.MakeList(std::move(items));
       }
-      if (name == "get") {
+      if (Is(name, "get")) {
         const Value v = obj.Get(args.at(0).Str());
         if (v.defined()) return v;
         return args.size() > 1 ? args[1] : Value::None();
       }
     }
     if (obj.kind == Value::Kind::kList) {
-      if (name == "append") {
+      if (Is(name, "append")) {
         obj.list()->push_back(args.at(0));
         return Value::None();
       }
-      if (name == "pop") {
+      if (Is(name, "pop")) {
         if (obj.list()->empty()) Fail("pop from empty list");
         const int64_t i = args.empty() ? static_cast<int64_t>(obj.list()->size()) - 1
                                        : NormalizeIndex(args[0].integer, obj.list()->size());
@@ -1178,13 +1186,13 @@ class Renderer {
         obj.list()->erase(obj.list()->begin() + i);
         return v;
       }
-      if (name == "index") {
+      if (Is(name, "index")) {
         for (size_t i = 0; i < obj.list()->size(); ++i) {
           if (Equal((*obj.list())[i], args.at(0))) return Value::Int(static_cast<int64_t>(i));
         }
         Fail("value is not in list");
       }
-      if (name == "count") {
+      if (Is(name, "count")) {
         return Value::Int(std::count_if(obj.list()->begin(), obj.list()->end(),
                                         [&](const Value& v) { return Equal(v, args.at(0)); }));
       }
@@ -1233,10 +1241,10 @@ class Renderer {
 
   bool ApplyTest(const Node& n) {
     const std::string_view t = n.text;
-    if (t == "defined" || t == "undefined") {
+    if (Is(t, "defined") || Is(t, "undefined")) {
       const Value* ref = EvalRef(*n.a[0]);  // null also when a chain's base is undefined
       const bool defined = ref != nullptr ? ref->defined() : EvalSoft(*n.a[0]).defined();
-      return t == "defined" ? defined : !defined;
+      return Is(t, "defined") ? defined : !defined;
     }
     Value evaluated;  // the arguments are evaluated after the subject
     const Value& v = Read(*n.a[0], evaluated, !ArgumentsMayMutate(n));
@@ -1244,32 +1252,32 @@ class Renderer {
     Kwargs kwargs;
     EvalArgs(n, args, kwargs);
     using K = Value::Kind;
-    if (t == "none") return v.kind == K::kNone;
-    if (t == "string") return v.kind == K::kString;
-    if (t == "mapping") return v.kind == K::kDict;
-    if (t == "iterable") return v.kind == K::kList || v.kind == K::kDict || v.kind == K::kString;
-    if (t == "sequence") return v.kind == K::kList || v.kind == K::kString || v.kind == K::kDict;
-    if (t == "number") return v.kind == K::kInt || v.kind == K::kFloat || v.kind == K::kBool;
-    if (t == "integer") return v.kind == K::kInt;
-    if (t == "float") return v.kind == K::kFloat;
-    if (t == "boolean") return v.kind == K::kBool;
-    if (t == "true") return v.kind == K::kBool && v.boolean;
-    if (t == "false") return v.kind == K::kBool && !v.boolean;
-    if (t == "callable") return v.kind == K::kCallable;
-    if (t == "equalto" || t == "eq" || t == "==" || t == "sameas")
+    if (Is(t, "none")) return v.kind == K::kNone;
+    if (Is(t, "string")) return v.kind == K::kString;
+    if (Is(t, "mapping")) return v.kind == K::kDict;
+    if (Is(t, "iterable")) return v.kind == K::kList || v.kind == K::kDict || v.kind == K::kString;
+    if (Is(t, "sequence")) return v.kind == K::kList || v.kind == K::kString || v.kind == K::kDict;
+    if (Is(t, "number")) return v.kind == K::kInt || v.kind == K::kFloat || v.kind == K::kBool;
+    if (Is(t, "integer")) return v.kind == K::kInt;
+    if (Is(t, "float")) return v.kind == K::kFloat;
+    if (Is(t, "boolean")) return v.kind == K::kBool;
+    if (Is(t, "true")) return v.kind == K::kBool && v.boolean;
+    if (Is(t, "false")) return v.kind == K::kBool && !v.boolean;
+    if (Is(t, "callable")) return v.kind == K::kCallable;
+    if (Is(t, "equalto") || Is(t, "eq") || Is(t, "==") || Is(t, "sameas"))
       return !args.empty() && Equal(v, args[0]);
-    if (t == "ne") return args.empty() || !Equal(v, args[0]);
-    if (t == "odd") return v.kind == K::kInt && v.integer % 2 != 0;
-    if (t == "even") return v.kind == K::kInt && v.integer % 2 == 0;
-    if (t == "divisibleby")
+    if (Is(t, "ne")) return args.empty() || !Equal(v, args[0]);
+    if (Is(t, "odd")) return v.kind == K::kInt && v.integer % 2 != 0;
+    if (Is(t, "even")) return v.kind == K::kInt && v.integer % 2 == 0;
+    if (Is(t, "divisibleby"))
       return !args.empty() && args[0].integer != 0 && v.integer % args[0].integer == 0;
-    if (t == "lower") return v.is_string() && MapCase(v.text, false) == v.text;
-    if (t == "upper") return v.is_string() && MapCase(v.text, true) == v.text;
-    if (t == "in") return !args.empty() && Contains(args[0], v);
-    if (t == "gt") return Compare(v, args.at(0)) > 0;
-    if (t == "lt") return Compare(v, args.at(0)) < 0;
-    if (t == "ge") return Compare(v, args.at(0)) >= 0;
-    if (t == "le") return Compare(v, args.at(0)) <= 0;
+    if (Is(t, "lower")) return v.is_string() && MapCase(v.text, false) == v.text;
+    if (Is(t, "upper")) return v.is_string() && MapCase(v.text, true) == v.text;
+    if (Is(t, "in")) return !args.empty() && Contains(args[0], v);
+    if (Is(t, "gt")) return Compare(v, args.at(0)) > 0;
+    if (Is(t, "lt")) return Compare(v, args.at(0)) < 0;
+    if (Is(t, "ge")) return Compare(v, args.at(0)) >= 0;
+    if (Is(t, "le")) return Compare(v, args.at(0)) <= 0;
     Fail(fmt::format("no test named '{}'", t));
   }
 
@@ -1312,7 +1320,7 @@ class Renderer {
   Value Filter(std::string_view f, Value v, List& args,
                Kwargs& kwargs) {
     using K = Value::Kind;
-    if (f == "tojson") {
+    if (Is(f, "tojson")) {
       const Value* indent = Arg(args, kwargs, 0, "indent");
       const Value* separators = Kwarg(kwargs, "separators");
       const Value* sort = Kwarg(kwargs, "sort_keys");
@@ -1325,25 +1333,25 @@ class Renderer {
       return heap_.MakeString(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
                                     sort && sort->Truthy()));
     }
-    if (f == "trim")
+    if (Is(f, "trim"))
       return Value::StringView(Strip(Text(v), Arg(args, kwargs, 0, "chars"), true, true));
-    if (f == "length" || f == "count") {
+    if (Is(f, "length") || Is(f, "count")) {
       if (v.kind == K::kString) return Value::Int(static_cast<int64_t>(CodePoints(v.text).size()));
       if (v.kind == K::kList) return Value::Int(static_cast<int64_t>(v.list()->size()));
       if (v.kind == K::kDict) return Value::Int(static_cast<int64_t>(v.dict()->size()));
       if (!v.defined()) return Value::Int(0);
       Fail(fmt::format("object of type '{}' has no len()", KindName(v)));
     }
-    if (f == "upper") return heap_.MakeString(MapCase(v.Str(), true));
-    if (f == "lower") return heap_.MakeString(MapCase(v.Str(), false));
-    if (f == "capitalize") return heap_.MakeString(Capitalize(v.Str()));
-    if (f == "title") return heap_.MakeString(Title(v.Str()));
-    if (f == "replace") {
+    if (Is(f, "upper")) return heap_.MakeString(MapCase(v.Str(), true));
+    if (Is(f, "lower")) return heap_.MakeString(MapCase(v.Str(), false));
+    if (Is(f, "capitalize")) return heap_.MakeString(Capitalize(v.Str()));
+    if (Is(f, "title")) return heap_.MakeString(Title(v.Str()));
+    if (Is(f, "replace")) {
       const Value* count = Arg(args, kwargs, 2, "count");
       return heap_.MakeString(
           Replace(v.Str(), args.at(0).Str(), args.at(1).Str(), count ? count->integer : -1));
     }
-    if (f == "join") {
+    if (Is(f, "join")) {
       const Value* sep = Arg(args, kwargs, 0, "d");
       const Value* attr = Arg(args, kwargs, 1, "attribute");
       std::string out;
@@ -1354,27 +1362,27 @@ class Renderer {
       }
       return heap_.MakeString(std::move(out));
     }
-    if (f == "first" || f == "last") {
+    if (Is(f, "first") || Is(f, "last")) {
       const List items = Iterate(v);
       if (items.empty()) return Value::Undefined();
-      return f == "first" ? items.front() : items.back();
+      return Is(f, "first") ? items.front() : items.back();
     }
-    if (f == "default" || f == "d") {
+    if (Is(f, "default") || Is(f, "d")) {
       const Value* fallback = Arg(args, kwargs, 0, "default_value");
       const Value* boolean = Arg(args, kwargs, 1, "boolean");
       const bool use = boolean && boolean->Truthy() ? !v.Truthy() : !v.defined();
       return use ? (fallback ? *fallback : heap_.MakeString("")) : v;
     }
-    if (f == "list") return heap_.MakeList(Iterate(v));
-    if (f == "items") {
+    if (Is(f, "list")) return heap_.MakeList(Iterate(v));
+    if (Is(f, "items")) {
       if (v.kind != K::kDict) return heap_.MakeList();
       List a;
       Kwargs kw;
       return Method(v, "items", a, kw);
     }
-    if (f == "string") return heap_.MakeString(v.Str());
-    if (f == "safe" || f == "e" || f == "escape" || f == "forceescape") {
-      if (f == "safe") return v.is_string() ? v : heap_.MakeString(v.Str());
+    if (Is(f, "string")) return heap_.MakeString(v.Str());
+    if (Is(f, "safe") || Is(f, "e") || Is(f, "escape") || Is(f, "forceescape")) {
+      if (Is(f, "safe")) return v.is_string() ? v : heap_.MakeString(v.Str());
       std::string out;
       for (char c : v.Str()) {
         switch (c) {
@@ -1399,7 +1407,7 @@ class Renderer {
       }
       return heap_.MakeString(std::move(out));
     }
-    if (f == "int") {
+    if (Is(f, "int")) {
       if (v.kind == K::kInt) return v;
       if (v.kind == K::kFloat) return Value::Int(static_cast<int64_t>(v.number));
       if (v.kind == K::kBool) return Value::Int(v.boolean);
@@ -1409,7 +1417,7 @@ class Renderer {
         return args.empty() ? Value::Int(0) : args[0];
       }
     }
-    if (f == "float") {
+    if (Is(f, "float")) {
       if (v.is_number()) return Value::Float(v.AsDouble());
       try {
         return Value::Float(std::stod(v.Str()));
@@ -1417,16 +1425,16 @@ class Renderer {
         return Value::Float(0);
       }
     }
-    if (f == "abs") {
+    if (Is(f, "abs")) {
       if (v.kind == K::kInt) return Value::Int(std::llabs(v.integer));
       return Value::Float(std::fabs(v.AsDouble()));
     }
-    if (f == "round") {
+    if (Is(f, "round")) {
       const Value* precision = Arg(args, kwargs, 0, "precision");
       const double scale = std::pow(10.0, precision ? precision->integer : 0);
       return Value::Float(std::round(v.AsDouble() * scale) / scale);
     }
-    if (f == "indent") {
+    if (Is(f, "indent")) {
       const Value* width = Arg(args, kwargs, 0, "width");
       const Value* first = Arg(args, kwargs, 1, "first");
       const Value* blank = Arg(args, kwargs, 2, "blank");
@@ -1451,10 +1459,10 @@ class Renderer {
       }
       return heap_.MakeString(std::move(out));
     }
-    if (f == "wordcount") {
+    if (Is(f, "wordcount")) {
       return Value::Int(static_cast<int64_t>(Split(heap_, v.Str(), nullptr, -1, false).size()));
     }
-    if (f == "unique") {
+    if (Is(f, "unique")) {
       List out;
       for (const Value& x : Iterate(v)) {
         if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return Equal(x, y); })) {
@@ -1463,7 +1471,7 @@ class Renderer {
       }
       return heap_.MakeList(std::move(out));
     }
-    if (f == "reverse") {
+    if (Is(f, "reverse")) {
       if (v.is_string()) {
         auto cps = CodePoints(v.text);
         std::string out;
@@ -1474,11 +1482,11 @@ class Renderer {
       std::reverse(items.begin(), items.end());
       return heap_.MakeList(std::move(items));
     }
-    if (f == "sort" || f == "dictsort") {
+    if (Is(f, "sort") || Is(f, "dictsort")) {
       const Value* reverse = Kwarg(kwargs, "reverse");
       const Value* attr = Kwarg(kwargs, "attribute");
       List items;
-      if (f == "dictsort") {
+      if (Is(f, "dictsort")) {
         List a;
         Kwargs kw;
         items = *Method(v, "items", a, kw).list();
@@ -1486,7 +1494,7 @@ class Renderer {
         items = Iterate(v);
       }
       auto key = [&](const Value& x) {
-        if (f == "dictsort") return (*x.list())[0];
+        if (Is(f, "dictsort")) return (*x.list())[0];
         return attr ? x.Get(attr->Str()) : x;
       };
       std::stable_sort(items.begin(), items.end(),
@@ -1494,7 +1502,7 @@ class Renderer {
       if (reverse && reverse->Truthy()) std::reverse(items.begin(), items.end());
       return heap_.MakeList(std::move(items));
     }
-    if (f == "sum") {
+    if (Is(f, "sum")) {
       Value total = Value::Int(0);
       for (const Value& x : Iterate(v)) {
         total = total.kind == K::kInt && x.kind == K::kInt
@@ -1503,16 +1511,16 @@ class Renderer {
       }
       return total;
     }
-    if (f == "min" || f == "max") {
+    if (Is(f, "min") || Is(f, "max")) {
       const List items = Iterate(v);
       if (items.empty()) return Value::Undefined();
       Value best = items[0];
       for (const Value& x : items) {
-        if (f == "min" ? Compare(x, best) < 0 : Compare(x, best) > 0) best = x;
+        if (Is(f, "min") ? Compare(x, best) < 0 : Compare(x, best) > 0) best = x;
       }
       return best;
     }
-    if (f == "center") {
+    if (Is(f, "center")) {
       const int64_t width = args.empty() ? 80 : args[0].integer;
       std::string s = v.Str();
       const int64_t len = static_cast<int64_t>(CodePoints(s).size());
@@ -1520,7 +1528,7 @@ class Renderer {
       const int64_t total = width - len, left = total / 2 + (total & width & 1);
       return heap_.MakeString(std::string(left, ' ') + s + std::string(total - left, ' '));
     }
-    if (f == "batch") {
+    if (Is(f, "batch")) {
       const int64_t size = args.at(0).integer;
       List out, cur;
       for (const Value& x : Iterate(v)) {
@@ -1536,7 +1544,7 @@ class Renderer {
       }
       return heap_.MakeList(std::move(out));
     }
-    if (f == "map") {
+    if (Is(f, "map")) {
       List out;
       const Value* attr = Kwarg(kwargs, "attribute");
       for (const Value& x : Iterate(v)) {
@@ -1554,7 +1562,7 @@ class Renderer {
       }
       return heap_.MakeList(std::move(out));
     }
-    if (f == "select" || f == "reject" || f == "selectattr" || f == "rejectattr") {
+    if (Is(f, "select") || Is(f, "reject") || Is(f, "selectattr") || Is(f, "rejectattr")) {
       const bool by_attr = f.ends_with("attr");
       const bool keep_if = f.starts_with("select");
       List out;
