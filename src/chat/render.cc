@@ -409,9 +409,23 @@ class Renderer {
 
   // The value a name / attribute / item chain refers to, without copying it; null when the
   // expression is something else (or its base is undefined). Valid until the next mutation.
-  // Walks down to the chain's base, then back up one member at a time: a loop, not a
-  // recursion, as this runs for most expressions a template evaluates.
   const Value* EvalRef(const Node& n) {
+    switch (n.kind) {
+      case NodeKind::kLiteral:
+        return &n.value;
+      case NodeKind::kName:
+        return FindName(n.id);
+      case NodeKind::kAttr:
+      case NodeKind::kItem:
+        return ChainRef(n);
+      default:
+        return nullptr;
+    }
+  }
+
+  // EvalRef of an attribute / item chain: down to its base, then back up one member at a
+  // time (a loop, not a recursion: this runs for most expressions a template evaluates).
+  const Value* ChainRef(const Node& n) {
     std::array<const Node*, 8> members;
     size_t count = 0;
     const Node* base = &n;
