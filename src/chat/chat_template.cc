@@ -1,7 +1,5 @@
 #include "chat/chat_template.h"
 
-#include "chat/heap.h"
-
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
@@ -10,6 +8,8 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+
+#include "chat/heap.h"
 
 namespace kvgate::chat {
 namespace {
@@ -99,7 +99,8 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
       boost::system::error_code ec;
       json::value parsed = json::parse(args.text, ec);
       if (!ec)
-        fn.Set("arguments", Value::FromJson(heap, parsed_arguments.emplace_back(std::move(parsed))));
+        fn.Set("arguments",
+               Value::FromJson(heap, parsed_arguments.emplace_back(std::move(parsed))));
     }
   }
   vars.Set("messages", msgs);

@@ -251,10 +251,10 @@ int64_t NormalizeIndex(int64_t i, size_t size) {
   return i < 0 ? i + static_cast<int64_t>(size) : i;
 }
 
-Value SliceOf(Heap& heap, const Value& v, const Value& start, const Value& stop, const Value& step) {
+Value SliceOf(Heap& heap, const Value& v, const Value& start, const Value& stop,
+              const Value& step) {
   const bool is_str = v.is_string();
-  List items =
-      is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list() : Iterate(v));
+  List items = is_str ? Iterate(v) : (v.kind == Value::Kind::kList ? *v.list() : Iterate(v));
   const int64_t n = static_cast<int64_t>(items.size());
   const int64_t st = step.defined() && !step.is_none() ? step.integer : 1;
   if (st == 0) Fail("slice step cannot be zero");
@@ -283,8 +283,7 @@ const Value* Kwarg(Kwargs& kwargs, std::string_view name) {
 }
 
 // Positional-or-keyword argument `index`/`name`.
-const Value* Arg(List& args, Kwargs& kwargs,
-                 size_t index, std::string_view name) {
+const Value* Arg(List& args, Kwargs& kwargs, size_t index, std::string_view name) {
   if (index < args.size()) return &args[index];
   return Kwarg(kwargs, name);
 }
@@ -429,7 +428,8 @@ class Renderer {
     std::array<const Node*, 8> members;
     size_t count = 0;
     const Node* base = &n;
-    for (; base->kind == NodeKind::kAttr || base->kind == NodeKind::kItem; base = base->a[0].get()) {
+    for (; base->kind == NodeKind::kAttr || base->kind == NodeKind::kItem;
+         base = base->a[0].get()) {
       if (count == members.size()) return nullptr;
       if (base->kind == NodeKind::kAttr && IsLoop(*base->a[0])) {
         return nullptr;  // Eval answers loop.<field> without a dict
@@ -704,7 +704,7 @@ class Renderer {
         List items = TempList();
         for (const auto& c : n.children) items.push_back(Eval(*c));
         return Is(n.text, "tuple") ? heap_.MakeTuple(std::move(items))
-                                 : heap_.MakeList(std::move(items));
+                                   : heap_.MakeList(std::move(items));
       }
       case NodeKind::kDict: {
         Value d = heap_.MakeDict();
@@ -746,7 +746,8 @@ class Renderer {
         if (Is(n.text, "not")) return Value::Bool(!Truthy(*n.a[0]));
         const Value v = Eval(*n.a[0]);
         if (Is(n.text, "not")) return Value::Bool(!v.Truthy());  // (operand evaluated above)
-        if (v.kind == Value::Kind::kInt) return Value::Int(Is(n.text, "-") ? -v.integer : v.integer);
+        if (v.kind == Value::Kind::kInt)
+          return Value::Int(Is(n.text, "-") ? -v.integer : v.integer);
         if (v.kind == Value::Kind::kFloat)
           return Value::Float(Is(n.text, "-") ? -v.number : v.number);
         Fail(fmt::format("bad operand type for unary {}: '{}'", n.text, KindName(v)));
@@ -997,8 +998,7 @@ class Renderer {
   // A list for arguments and other temporaries, allocating from the heap.
   List TempList() { return List(heap_.resource()); }
 
-  void EvalArgs(const Node& n, List& args,
-                Kwargs& kwargs) {
+  void EvalArgs(const Node& n, List& args, Kwargs& kwargs) {
     for (const auto& c : n.children) args.push_back(Eval(*c));
     for (const auto& [k, v] : n.kwargs) kwargs.emplace_back(k, Eval(*v));
   }
@@ -1025,7 +1025,8 @@ class Renderer {
     EvalArgs(n, args, kwargs);
     if (callee.kind == NodeKind::kName) {
       const Value* f = FindName(callee.id);
-      if (f != nullptr && f->kind == Value::Kind::kCallable) return Call(*f->callable(), args, kwargs);
+      if (f != nullptr && f->kind == Value::Kind::kCallable)
+        return Call(*f->callable(), args, kwargs);
       return Global(callee.text, args, kwargs);
     }
     const Value f = Eval(callee);
@@ -1033,8 +1034,7 @@ class Renderer {
     Fail("object is not callable");
   }
 
-  Value Global(const std::string& name, List& args,
-               Kwargs& kwargs) {
+  Value Global(const std::string& name, List& args, Kwargs& kwargs) {
     if (Is(name, "raise_exception")) Fail(args.empty() ? "" : args[0].Str());
     if (Is(name, "range")) {
       int64_t start = 0, stop = 0, step = 1;
@@ -1086,8 +1086,7 @@ class Renderer {
     return v.is_string() ? v.text : heap_.MakeString(v.Str()).text;
   }
 
-  Value Method(const Value& obj, std::string_view name, List& args,
-               Kwargs& kwargs) {
+  Value Method(const Value& obj, std::string_view name, List& args, Kwargs& kwargs) {
     if (obj.is_string()) {
       const std::string_view s = obj.text;
       if (Is(name, "strip"))
@@ -1098,8 +1097,8 @@ class Renderer {
         return Value::StringView(Strip(s, Arg(args, kwargs, 0, "chars"), false, true));
       if (Is(name, "split") || Is(name, "rsplit")) {
         const Value* max = Arg(args, kwargs, 1, "maxsplit");
-        return heap_.MakeList(
-            Split(heap_, s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, Is(name, "rsplit")));
+        return heap_.MakeList(Split(heap_, s, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1,
+                                    Is(name, "rsplit")));
       }
       if (Is(name, "startswith") || Is(name, "endswith")) {
         List options;
@@ -1331,8 +1330,7 @@ class Renderer {
     return Filter(n.text, std::move(v), args, kwargs);
   }
 
-  Value Filter(std::string_view f, Value v, List& args,
-               Kwargs& kwargs) {
+  Value Filter(std::string_view f, Value v, List& args, Kwargs& kwargs) {
     using K = Value::Kind;
     if (Is(f, "tojson")) {
       const Value* indent = Arg(args, kwargs, 0, "indent");
@@ -1345,7 +1343,7 @@ class Renderer {
         key_sep = (*separators->list())[1].text;
       }
       return heap_.MakeString(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
-                                    sort && sort->Truthy()));
+                                       sort && sort->Truthy()));
     }
     if (Is(f, "trim"))
       return Value::StringView(Strip(Text(v), Arg(args, kwargs, 0, "chars"), true, true));

@@ -1,12 +1,12 @@
 #include "chat/value.h"
 
-#include "chat/heap.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
+
+#include "chat/heap.h"
 
 namespace kvgate::chat {
 namespace {
