@@ -19,6 +19,7 @@ namespace kvgate::chat {
 struct Callable {
   const Template::Node* node;  // the kMacro node, or the body of a kCallBlock
   bool is_caller;
+  size_t scope;  // the renderer's scope (frame) it was defined in: what its body sees
 };
 
 class Heap {

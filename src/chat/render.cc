@@ -353,14 +353,22 @@ class Renderer {
         return;
       }
       case NodeKind::kMacro:
-        SetVar(n.id, heap_.MakeCallable({&n, /*is_caller=*/false}));
+        SetVar(n.id, heap_.MakeCallable({&n, /*is_caller=*/false, depth_ - 1}));
         return;
       case NodeKind::kCallBlock: {
-        const Node& body = *n.a[1];
-        PushFrame();
-        SetVar(NameTable::kCaller, heap_.MakeCallable({&body, /*is_caller=*/true}));
-        out += Eval(*n.a[0]).Str();
-        PopFrame();
+        // The macro gets `caller`, the block's body, as a hidden argument; the body sees the
+        // scope of the call site.
+        const Node& call = *n.a[0];
+        if (call.kind != NodeKind::kCall) Fail("{% call %} must call a macro");
+        const Value macro = Eval(*call.a[0]);
+        if (macro.kind != Value::Kind::kCallable) {
+          Fail(fmt::format("'{}' is not a macro", Describe(*call.a[0])));
+        }
+        List args = TempList();
+        Kwargs kwargs;
+        EvalArgs(call, args, kwargs);
+        const Value caller = heap_.MakeCallable({n.a[1].get(), /*is_caller=*/true, depth_ - 1});
+        out += Call(*macro.callable(), args, kwargs, &caller).text;
         return;
       }
       case NodeKind::kFilterBlock: {
@@ -395,14 +403,21 @@ class Renderer {
   struct Frame {
     std::vector<std::pair<int, Value>> vars;
     LoopState* loop = nullptr;
+    // The scope searched after this one: the one below, except for macro bodies, which see
+    // the scope they were defined in, and caller bodies, which see their call site (Jinja2's
+    // lexical scoping: a macro does not see its caller's loop variables). Frame 0, the
+    // template's top level, is searched last.
+    size_t outer = 0;
   };
 
   // Scopes in use are frames_[0, depth_); the ones above keep their storage for reuse.
-  void PushFrame() {
+  void PushFrame() { PushFrame(depth_ == 0 ? 0 : depth_ - 1); }
+  void PushFrame(size_t outer) {
     if (depth_ == frames_.size()) frames_.emplace_back();
     Frame& frame = frames_[depth_++];
     frame.vars.clear();
     frame.loop = nullptr;
+    frame.outer = outer;
   }
   void PopFrame() { --depth_; }
 
@@ -524,14 +539,14 @@ class Renderer {
 
   // Innermost scope first, then the template's variables; null when undefined.
   const Value* FindName(int id) {
-    for (size_t i = depth_; i-- > 0;) {
+    for (size_t i = depth_ - 1;; i = frames_[i].outer) {
       Frame& frame = frames_[i];
       for (auto& [number, value] : frame.vars) {
         if (number == id) return &value;
       }
       if (id == NameTable::kLoop && frame.loop != nullptr) return &LoopValue(*frame.loop);
+      if (i == 0) return globals_[id];
     }
-    return globals_[id];
   }
 
   Value Lookup(int id) {
@@ -602,7 +617,7 @@ class Renderer {
   // loop there or has no such field.
   bool LoopAttr(const Node& n, Value* out) {
     if (n.id < 0) return false;
-    for (size_t i = depth_; i-- > 0;) {
+    for (size_t i = depth_ - 1;; i = frames_[i].outer) {
       const Frame& frame = frames_[i];
       for (auto& [number, value] : frame.vars) {
         if (number == NameTable::kLoop) return false;  // rebound by `set`
@@ -611,8 +626,8 @@ class Renderer {
         *out = LoopField(*frame.loop, n.id);
         return true;
       }
+      if (i == 0) return false;
     }
-    return false;
   }
 
   void ExecFor(const Node& n, std::string& out, Flow& flow) {
@@ -669,11 +684,12 @@ class Renderer {
     for (size_t i = 0; i < ids.size(); ++i) SetVar(ids[i], parts[i]);
   }
 
-  // Calls a macro (its parameters bound from `args` and `kwargs`, else their defaults) or a
-  // {% call %} body; returns what it wrote.
-  Value Call(const Callable& c, List& args, Kwargs& kwargs) {
+  // Calls a macro (its parameters bound from `args` and `kwargs`, else their defaults; with
+  // `caller` for a {% call %} block) or a caller body; returns what it wrote.
+  Value Call(const Callable& c, List& args, Kwargs& kwargs, const Value* caller = nullptr) {
     const Node& n = *c.node;
-    PushFrame();
+    // (A macro kept past the scope it was defined in sees the innermost scope still alive.)
+    PushFrame(std::min(c.scope, depth_ - 1));
     if (!c.is_caller) {
       for (size_t i = 0; i < n.names.size(); ++i) {
         Value value;
@@ -686,6 +702,7 @@ class Renderer {
         }
         SetVar(n.ids[i], value);
       }
+      if (caller != nullptr) SetVar(NameTable::kCaller, *caller);
     }
     std::string captured;
     Flow f = Flow::kNormal;

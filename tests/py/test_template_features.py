@@ -30,6 +30,12 @@ CASES = [
     "{% set block %}inside {{ xs|length }}{% endset %}[{{ block }}]",
     "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}{{ greet('ann') }} {{ greet('bob', punct='?') }}",
     "{% macro box() %}<{{ caller() }}>{% endmacro %}{% call box() %}content{% endcall %}",
+    # Scoping is lexical: a macro sees the top level as it is when called, not its caller's
+    # loop variables or loop-scoped sets; a caller body sees its call site.
+    "{% macro m() %}[{{ x }}|{{ y }}|{{ item }}]{% endmacro %}{% set x = 1 %}{{ m() }}{% for item in xs %}{% set y = 2 %}{{ m() }}{% endfor %}{% set x = 3 %}{{ m() }}",
+    "{% set x = 1 %}{% macro m() %}[{{ x }}]{% endmacro %}{% set x = 3 %}{{ m() }}{% for i in xs %}{% set x = 7 %}{{ m() }}{% endfor %}",
+    "{% macro box(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% for x in xs %}{% set label = 'n' ~ x %}{% call box('b') %}{{ x }}{{ label }}{{ tag }}{% endcall %}{% endfor %}",
+    "{% macro countdown(n) %}{{ n }}{% if n > 0 %},{{ countdown(n - 1) }}{% endif %}{% endmacro %}{{ countdown(3) }}",
     "{% filter upper %}shout {{ s|trim }}{% endfilter %}",
     "{{ xs|sort }} {{ xs|sort(reverse=true) }} {{ users|sort(attribute='age')|map(attribute='name')|join(',') }}",
     "{{ xs|first }} {{ xs|last }} {{ xs|length }} {{ xs|sum }} {{ xs|min }} {{ xs|max }} {{ xs|reverse|list }}",
