@@ -2,11 +2,12 @@
 # Every target does its own setup on a fresh Debian 12 machine (scripts/setup is idempotent).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 CMAKE_FLAGS ?=
 
-.PHONY: all setup build run replay test unit-asan fuzz-smoke bench format format-check clean
+.PHONY: all setup build run replay test unit-asan unit-tsan fuzz-smoke bench format format-check clean
 
 all: build
 
@@ -27,7 +28,7 @@ replay: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
-	@$(MAKE) --no-print-directory unit-asan fuzz-smoke format-check
+	@$(MAKE) --no-print-directory unit-asan unit-tsan fuzz-smoke format-check
 
 # Every test again, unit and integration, with the binaries built under AddressSanitizer +
 # UndefinedBehaviorSanitizer.
@@ -35,6 +36,13 @@ unit-asan: setup
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVGATE_SANITIZE=ON >/dev/null
 	@cmake --build $(ASAN_BUILD) --target kvgate_unit_tests kvgate
 	ctest --test-dir $(ASAN_BUILD) --output-on-failure -j2
+
+# The unit tests (the index's readers against its writer, the event streams, the gateway's
+# pieces) with ThreadSanitizer: any data race fails the run.
+unit-tsan: setup
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_TSAN=ON >/dev/null
+	@cmake --build $(TSAN_BUILD) --target kvgate_unit_tests
+	ctest --test-dir $(TSAN_BUILD) -L unit --output-on-failure -j2
 
 # Builds the libFuzzer targets with clang-14 and runs the decoder fuzzer briefly.
 fuzz-smoke: setup
@@ -61,4 +69,4 @@ format-check: build
 	@cmake --build $(BUILD) --target format-check
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory_resource>
 #include <string_view>
+#include <utility>
 
 #include "chat/template.h"
 #include "chat/value.h"
@@ -69,7 +70,8 @@ class Heap {
     return new (memory_.allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
   }
 
-  // Enough for a typical chat request, so most renders never call malloc for values.
+  // Enough for a typical chat request, so most renders never call malloc for values. (A Heap
+  // lives on its render's stack.)
   alignas(std::max_align_t) std::array<std::byte, 16384> first_block_;
   std::pmr::monotonic_buffer_resource memory_;
 };
