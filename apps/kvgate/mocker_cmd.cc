@@ -97,6 +97,9 @@ void AddMockerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--num-blocks", o.engine.num_blocks, "KV blocks in the pool")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 28));
+  cmd->add_flag("--eagle", o.engine.eagle,
+                "Publish KV events as an EAGLE engine does (blocks hashed over one more token, "
+                "token ids as bigram pairs)");
   cmd->add_option("--max-num-seqs", o.engine.max_num_seqs, "Max running sequences")
       ->capture_default_str();
   cmd->add_option("--max-num-batched-tokens", o.engine.max_num_batched_tokens,

@@ -229,6 +229,7 @@ struct Gateway::Impl {
     }
     routing::RouteRequest route;
     route.local_hashes = plan.local_hashes;
+    route.eagle_hashes = plan.eagle_hashes;
     route.prompt_tokens = plan.prompt_tokens;
     std::optional<routing::RouteDecision> decision = router->Route(route);
     if (!decision) {
@@ -296,8 +297,11 @@ struct Gateway::Impl {
     }
     if (ids.empty()) throw Rejection{400, "the prompt is empty"};
     plan.prompt_tokens = static_cast<uint32_t>(ids.size());
-    kv::AppendLocalBlockHashes(ids, config.block_size, kv::BlockHashSeed(lora_name, cache_salt),
-                               false, plan.local_hashes);
+    const uint64_t seed = kv::BlockHashSeed(lora_name, cache_salt);
+    kv::AppendLocalBlockHashes(ids, config.block_size, seed, false, plan.local_hashes);
+    if (router->wants_eagle_hashes()) {
+      kv::AppendLocalBlockHashes(ids, config.block_size, seed, true, plan.eagle_hashes);
+    }
 
     // The engine's body: the client's bytes unless kvgate must add or remove fields.
     if (strip_nvext) o.erase("nvext");

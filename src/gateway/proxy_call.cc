@@ -212,6 +212,7 @@ bool ProxyCall::Retry() {
   failed_.push_back(decision_.worker);
   routing::RouteRequest again;
   again.local_hashes = plan_.local_hashes;
+  again.eagle_hashes = plan_.eagle_hashes;
   again.prompt_tokens = plan_.prompt_tokens;
   again.exclude = failed_;
   auto next = services_.router.Route(again);

@@ -55,6 +55,7 @@ struct CallPlan {
   boost::json::object experts_body;
   uint64_t experts_start = 0;
   std::vector<uint64_t> local_hashes;
+  std::vector<uint64_t> eagle_hashes;  // only when the router wants them
   uint32_t prompt_tokens = 0;
   // Client headers the engine should see too (request ids, trace context).
   std::vector<std::pair<std::string, std::string>> forward_headers;

@@ -129,6 +129,7 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
   const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{});
   local_scratch_.clear();
   AppendLocalBlockHashes(tokens, block_size_, seed, e.is_eagle, local_scratch_);
+  if (e.is_eagle && !has_eagle_blocks()) has_eagle_blocks_.store(true, std::memory_order_relaxed);
   for (uint64_t& h : local_scratch_) {  // local hashes -> node keys, in place
     key = chained ? ChildKey(key, h) : h;
     chained = true;

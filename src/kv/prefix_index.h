@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <shared_mutex>
 #include <span>
@@ -83,6 +84,9 @@ class PrefixIndex {
   // Per worker holding at least the first block: leading blocks held, by tier. Order is
   // unspecified. `out` is cleared first.
   void Match(std::span<const uint64_t> local_hashes, std::vector<Overlap>& out) const;
+  // Whether any worker has stored EAGLE blocks (each hashed over one token more than the
+  // block: DESIGN §4). Their blocks match only a request's hashes computed the same way.
+  bool has_eagle_blocks() const { return has_eagle_blocks_.load(std::memory_order_relaxed); }
 
   IndexStats Stats() const;
 
@@ -110,6 +114,7 @@ class PrefixIndex {
   void ClearSlot(uint32_t slot);
 
   const uint32_t block_size_;
+  std::atomic<bool> has_eagle_blocks_{false};  // set by the writer, never cleared
   mutable SpinSharedMutex mu_;
   NodeTable nodes_;
   std::vector<WorkerBlocks> slots_;

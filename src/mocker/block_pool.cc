@@ -4,8 +4,8 @@
 
 namespace kvgate::mocker {
 
-BlockPool::BlockPool(uint32_t num_blocks, uint32_t block_size)
-    : block_size_(block_size), blocks_(num_blocks) {
+BlockPool::BlockPool(uint32_t num_blocks, uint32_t block_size, bool eagle)
+    : block_size_(block_size), eagle_(eagle), blocks_(num_blocks) {
   free_.reserve(num_blocks);
   for (uint32_t i = num_blocks; i-- > 0;) free_.push_back(i);
 }
@@ -70,7 +70,9 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
     if (stored != nullptr && parent && stored->block_hashes.back() == *parent &&
         stored->lora_name.value_or("") == lora_name) {
       stored->block_hashes.push_back(sequence_hash);
-      stored->token_ids.insert(stored->token_ids.end(), tokens.begin(), tokens.end());
+      // EAGLE windows overlap by one token: the event already ends with this block's first.
+      stored->token_ids.insert(stored->token_ids.end(), tokens.begin() + (eagle_ ? 1 : 0),
+                               tokens.end());
       return;
     }
   }
@@ -79,6 +81,7 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
   s.parent_hash = parent;
   s.token_ids.assign(tokens.begin(), tokens.end());
   s.block_size = block_size_;
+  s.bigram = eagle_;
   if (!lora_name.empty()) s.lora_name = std::string(lora_name);
   events_.push_back(std::move(s));
 }

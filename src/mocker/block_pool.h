@@ -16,7 +16,8 @@ namespace kvgate::mocker {
 
 class BlockPool {
  public:
-  BlockPool(uint32_t num_blocks, uint32_t block_size);
+  // `eagle`: stored events carry each block's tokens plus the next one, as bigram pairs.
+  BlockPool(uint32_t num_blocks, uint32_t block_size, bool eagle = false);
 
   uint32_t num_blocks() const { return static_cast<uint32_t>(blocks_.size()); }
   uint32_t block_size() const { return block_size_; }
@@ -33,8 +34,8 @@ class BlockPool {
   // A block for new content, evicting the least recently used unreferenced cached block
   // if nothing is free. nullopt when every block is referenced.
   std::optional<uint32_t> Allocate();
-  // Block `id` now holds full content `tokens` with this hash: cache it and record a
-  // BlockStored event (parent: the previous block's hash; nullopt at a sequence's start;
+  // Block `id` now holds full content `tokens` (one more with `eagle`) with this hash: cache it and
+  // record a BlockStored event (parent: the previous block's hash; nullopt at a sequence's start;
   // `lora_name`, when not empty, names the adapter whose KV it is, as vLLM reports it).
   void Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64_t> parent,
               std::span<const uint32_t> tokens, std::string_view lora_name = {});
@@ -55,6 +56,7 @@ class BlockPool {
   void Evict(uint32_t id);
 
   const uint32_t block_size_;
+  const bool eagle_;
   std::vector<Block> blocks_;
   std::vector<uint32_t> free_;  // neither referenced nor cached
   std::list<uint32_t> lru_;     // cached, unreferenced; front = least recently used

@@ -39,7 +39,7 @@ struct Engine::Sequence {
 };
 
 Engine::Engine(const EngineConfig& config)
-    : config_(config), pool_(config.num_blocks, config.block_size) {}
+    : config_(config), pool_(config.num_blocks, config.block_size, config.eagle) {}
 
 Engine::~Engine() = default;
 
@@ -87,14 +87,16 @@ void Engine::Preempt(Sequence& seq) {
 }
 
 void Engine::CommitFullBlocks(Sequence& seq) {
-  const size_t full = seq.computed / config_.block_size;
+  size_t full = seq.computed / config_.block_size;
+  if (config_.eagle) full = std::min(full, (seq.tokens.size() - 1) / config_.block_size);
   if (seq.committed >= full) return;
   seq.HashFullBlocks(config_.block_size);
   for (size_t i = seq.committed; i < full; ++i) {
     const std::optional<uint64_t> parent =
         i == 0 ? std::nullopt : std::optional<uint64_t>(seq.hashes[i - 1]);
     pool_.Commit(seq.blocks[i], seq.hashes[i], parent,
-                 std::span(seq.tokens).subspan(i * config_.block_size, config_.block_size),
+                 std::span(seq.tokens)
+                     .subspan(i * config_.block_size, config_.block_size + (config_.eagle ? 1 : 0)),
                  seq.lora_name);
   }
   seq.committed = full;

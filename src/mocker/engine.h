@@ -20,6 +20,10 @@ struct EngineConfig {
   uint32_t block_size = 16;
   uint32_t max_num_seqs = 256;
   uint32_t max_num_batched_tokens = 8192;
+  // Publish blocks as an engine running EAGLE speculative decoding does: each block's token
+  // window reaches one token into the next block (sent as bigram pairs), so a block is
+  // cached only once the token after it is known.
+  bool eagle = false;
   TimingModel timing;
 };
 

@@ -108,7 +108,10 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       m.prompt_tokens = static_cast<uint32_t>(tokens.size());
       local.clear();
       kv::AppendLocalBlockHashes(tokens, bs, kv::kDefaultSeed, false, local);
-      auto decision = router.Route({local, m.prompt_tokens, {}});
+      routing::RouteRequest route;
+      route.local_hashes = local;
+      route.prompt_tokens = m.prompt_tokens;
+      auto decision = router.Route(route);
       if (progress && ++arrived % progress_every == 0) progress(arrived, trace.requests.size());
       if (!decision) {
         m.rejected = true;

@@ -75,6 +75,19 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request) {
   std::vector<kv::Overlap> overlaps;
   if (config_.policy == Policy::kKv && index_ != nullptr) {
     index_->Match(request.local_hashes, overlaps);
+    if (!request.eagle_hashes.empty()) {
+      std::vector<kv::Overlap> eagle;
+      index_->Match(request.eagle_hashes, eagle);
+      for (const kv::Overlap& e : eagle) {
+        auto same = std::find_if(overlaps.begin(), overlaps.end(),
+                                 [&](const kv::Overlap& o) { return o.worker == e.worker; });
+        if (same == overlaps.end()) {
+          overlaps.push_back(e);
+        } else if (e.total() > same->total()) {
+          *same = e;
+        }
+      }
+    }
   }
   std::vector<uint64_t> sequence_hashes;
   if (config_.policy == Policy::kApprox) kv::SequenceHashes(request.local_hashes, sequence_hashes);

@@ -50,6 +50,9 @@ struct RouteRequest {
   std::span<const uint64_t> local_hashes;  // of the request's full blocks
   uint32_t prompt_tokens = 0;
   std::span<const kv::WorkerKey> exclude;  // e.g. a worker that just failed this request
+  // The same blocks hashed as EAGLE workers store them (one token more per block); empty
+  // unless wants_eagle_hashes(). A worker's overlap is the longer of the two matches.
+  std::span<const uint64_t> eagle_hashes;
 };
 
 struct RouteDecision {
@@ -72,6 +75,11 @@ class Router {
 
   // Chooses a worker and records the request as in flight there. nullopt: no worker.
   std::optional<RouteDecision> Route(const RouteRequest& request);
+  // Whether requests should carry eagle_hashes: some worker publishes EAGLE blocks and the
+  // policy reads the index.
+  bool wants_eagle_hashes() const {
+    return config_.policy == Policy::kKv && index_ != nullptr && index_->has_eagle_blocks();
+  }
   void OnFirstToken(RequestId id);
   void OnFinished(RequestId id);
   void OnFailed(RequestId id);

@@ -374,6 +374,34 @@ class GatewayTest(unittest.TestCase):
             for m in mockers:
                 m.close()
 
+    def test_eagle_worker_blocks_are_matched(self):
+        """An EAGLE engine hashes each block over one token more; once such a worker has
+        published blocks, kvgate hashes requests that way too and predicts its hits."""
+        eagle, plain = Mocker("--eagle"), Mocker()
+        gw = Gateway(config={"workers": [worker_config(eagle), worker_config(plain)]})
+        try:
+            asks = {"extra_fields": ["worker_id", "cached_blocks"]}
+            sent = 0
+            for tag in ("e1", "e2", "e3", "e4", "e5", "e6"):
+                body = {"prompt": text_prompt(tag, 200), "max_tokens": 2, "nvext": asks}
+                _, first = gw.post("/v1/completions", body)
+                sent += 1
+                if first["nvext"]["worker_id"] == 0:  # the first configured worker
+                    break
+            self.assertEqual(first["nvext"]["worker_id"], 0,
+                             "no request went to the EAGLE worker")
+            # Each distinct prompt leaves 12 blocks: 200 // 16 on the plain worker, and
+            # (200 - 1) // 16 windows of 17 tokens on the EAGLE one.
+            gw.wait_metric("kvgate_index_size", lambda v: v >= sent * 12, what="blocks")
+            _, again = gw.post("/v1/completions", body)
+            self.assertEqual(again["nvext"]["worker_id"], 0)
+            self.assertEqual(again["nvext"]["cached_blocks"], 199 // BLOCK)
+            self.assertEqual(cached_tokens(again["usage"]), 199 // BLOCK * BLOCK)
+        finally:
+            gw.close()
+            eagle.close()
+            plain.close()
+
     def test_routed_experts_every_engine_form(self):
         prompt = list(range(100, 140))
         start = 3

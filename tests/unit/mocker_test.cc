@@ -100,6 +100,39 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   EXPECT_EQ(overlaps[0].total(), 2u);  // both full blocks of the 40-token prompt
 }
 
+// An EAGLE engine's blocks are hashed over one token more: the index matches them by a
+// request's EAGLE hashes only, and a block goes out once the token after it is known.
+TEST(Engine, EagleEventsMatchEagleHashes) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.block_size = 16;
+  cfg.eagle = true;
+  Engine e(cfg);
+  kv::PrefixIndex index(16);
+  ASSERT_TRUE(e.Submit({1, Prompt(0, 48), 4, ""}));
+  auto out = RunToIdle(e, &index);
+  ASSERT_EQ(out[1].size(), 4u);
+  EXPECT_TRUE(index.has_eagle_blocks());
+
+  std::vector<uint32_t> tokens = Prompt(0, 48);
+  std::vector<uint64_t> plain, eagle;
+  kv::AppendLocalBlockHashes(tokens, 16, kv::kDefaultSeed, false, plain);
+  std::vector<kv::Overlap> overlaps;
+  index.Match(plain, overlaps);
+  EXPECT_TRUE(overlaps.empty());
+  kv::AppendLocalBlockHashes(tokens, 16, kv::kDefaultSeed, true, eagle);
+  index.Match(eagle, overlaps);
+  ASSERT_EQ(overlaps.size(), 1u);
+  EXPECT_EQ(overlaps[0].total(), 2u);  // the prompt alone has (48 - 1) / 16 windows
+  // The third block's window ends at the first generated token.
+  tokens.push_back(out[1][0].token);
+  eagle.clear();
+  kv::AppendLocalBlockHashes(tokens, 16, kv::kDefaultSeed, true, eagle);
+  index.Match(eagle, overlaps);
+  ASSERT_EQ(overlaps.size(), 1u);
+  EXPECT_EQ(overlaps[0].total(), 3u);
+}
+
 TEST(Engine, EvictionEventsKeepTheIndexExact) {
   EngineConfig cfg;
   cfg.num_blocks = 12;

@@ -22,13 +22,16 @@ struct Fixture {
     for (uint32_t i = 0; i < blocks * kBs; ++i) tokens.push_back(1000 + i);
     kv::AppendLocalBlockHashes(tokens, kBs, kv::kDefaultSeed, false, local);
   }
-  // `worker` caches the first `blocks` blocks of the prompt on `tier`.
-  void Cache(uint32_t worker, size_t blocks, wire::Tier tier = wire::Tier::kDevice) {
+  // `worker` caches the first `blocks` blocks of the prompt on `tier`; an EAGLE worker's
+  // blocks each cover one token more (sent as bigram pairs).
+  void Cache(uint32_t worker, size_t blocks, wire::Tier tier = wire::Tier::kDevice,
+             bool eagle = false) {
     wire::StoredBlocks s;
     for (size_t i = 0; i < blocks; ++i) s.block_hashes.push_back(worker * 1000 + i);
-    s.token_ids.assign(tokens.begin(), tokens.begin() + blocks * kBs);
+    s.token_ids.assign(tokens.begin(), tokens.begin() + blocks * kBs + (eagle ? 1 : 0));
     s.block_size = kBs;
     s.medium = tier;
+    s.bigram = eagle;
     const std::vector<wire::OutEvent> events = {s};
     wire::DecodedBatch batch;
     ASSERT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, events, {}), batch).ok());
@@ -53,7 +56,7 @@ TEST(Router, PrefixWinsUnderEqualLoad) {
   f.Cache(2, 6);
   Router r(Config(Policy::kKv), &f.index);
   for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
-  auto d = r.Route({f.local, static_cast<uint32_t>(f.tokens.size()), {}});
+  auto d = r.Route({f.local, static_cast<uint32_t>(f.tokens.size()), {}, {}});
   ASSERT_TRUE(d);
   EXPECT_EQ(d->worker.worker, 2u);
   EXPECT_EQ(d->cached_blocks, 6u);
@@ -70,6 +73,43 @@ TEST(Router, PrefixWinsUnderEqualLoad) {
   EXPECT_EQ(r.Load({2, 0}).decode_blocks, 0u);
 }
 
+// An EAGLE worker's blocks match only the request's EAGLE hashes, which the router asks for
+// once such a worker has stored blocks; a worker's overlap is the longer of the two matches.
+TEST(Router, EagleBlocksMatchTheRequestsEagleHashes) {
+  Fixture f(8);
+  f.Cache(1, 3);
+  Router r(Config(Policy::kKv), &f.index);
+  r.AddWorker({1, 0});
+  r.AddWorker({2, 0});
+  EXPECT_FALSE(r.wants_eagle_hashes());
+  f.Cache(2, 6, wire::Tier::kDevice, /*eagle=*/true);
+  EXPECT_TRUE(r.wants_eagle_hashes());
+  std::vector<uint64_t> eagle;
+  kv::AppendLocalBlockHashes(f.tokens, kBs, kv::kDefaultSeed, true, eagle);
+  ASSERT_EQ(eagle.size(), 7u);  // (32 - 1) / 4 windows of 5 tokens
+
+  auto blind = r.Route({f.local, 32, {}, {}});  // without them worker 2 looks empty
+  ASSERT_TRUE(blind);
+  EXPECT_EQ(blind->worker.worker, 1u);
+  EXPECT_EQ(blind->cached_blocks, 3u);
+  r.OnFirstToken(blind->id);
+  r.OnFinished(blind->id);
+
+  auto d = r.Route({f.local, 32, {}, eagle});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->worker.worker, 2u);
+  EXPECT_EQ(d->cached_blocks, 6u);
+  r.OnFirstToken(d->id);
+  r.OnFinished(d->id);
+
+  // Worker 1's ordinary blocks still count when the request carries both.
+  f.Cache(1, 8);
+  auto both = r.Route({f.local, 32, {}, eagle});
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->worker.worker, 1u);
+  EXPECT_EQ(both->cached_blocks, 8u);
+}
+
 TEST(Router, HostAndDiskCountLessThanDevice) {
   Fixture f(8);
   f.Cache(0, 8, wire::Tier::kDisk);  // credit 2
@@ -77,7 +117,7 @@ TEST(Router, HostAndDiskCountLessThanDevice) {
   Router r(Config(Policy::kKv), &f.index);
   r.AddWorker({0, 0});
   r.AddWorker({1, 0});
-  auto d = r.Route({f.local, 32, {}});
+  auto d = r.Route({f.local, 32, {}, {}});
   EXPECT_EQ(d->worker.worker, 1u);
   EXPECT_DOUBLE_EQ(d->cost, 8 - 3.0);
 }
@@ -91,10 +131,10 @@ TEST(Router, LoadWinsWhenTheCachedWorkerIsSaturated) {
   // Pile unrelated long prompts onto worker 1 (by excluding worker 0).
   const kv::WorkerKey exclude0[] = {{0, 0}};
   for (int i = 0; i < 10; ++i) {
-    auto d = r.Route({{}, 400, exclude0});
+    auto d = r.Route({{}, 400, exclude0, {}});
     ASSERT_EQ(d->worker.worker, 1u);
   }
-  auto d = r.Route({f.local, 32, {}});
+  auto d = r.Route({f.local, 32, {}, {}});
   EXPECT_EQ(d->worker.worker, 0u);
 }
 
@@ -104,7 +144,7 @@ TEST(Router, TiesPreferFewerCachedBlocksThenSpreadRandomly) {
   for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
   std::map<uint32_t, int> seen;
   for (int i = 0; i < 400; ++i) {
-    auto d = r.Route({{}, 0, {}});  // zero-cost requests: every worker ties
+    auto d = r.Route({{}, 0, {}, {}});  // zero-cost requests: every worker ties
     ++seen[d->worker.worker];
     r.OnFinished(d->id);
   }
@@ -120,7 +160,7 @@ TEST(Router, TemperatureSpreadsTemperatureZeroDoesNot) {
     for (uint32_t w = 0; w < 4; ++w) r.AddWorker({w, 0});
     std::map<uint32_t, int> seen;
     for (int i = 0; i < 200; ++i) {
-      auto d = r.Route({f.local, 32, {}});
+      auto d = r.Route({f.local, 32, {}, {}});
       ++seen[d->worker.worker];
       r.OnFinished(d->id);
     }
@@ -151,11 +191,11 @@ TEST(Router, BaselinesAndWorkerLifecycle) {
   Router ll(Config(Policy::kLeastLoaded), nullptr);
   ll.AddWorker({0, 0});
   ll.AddWorker({1, 0});
-  const auto first = ll.Route({{}, 10, {}});
-  const auto second = ll.Route({{}, 10, {}});
+  const auto first = ll.Route({{}, 10, {}, {}});
+  const auto second = ll.Route({{}, 10, {}, {}});
   EXPECT_NE(first->worker, second->worker);
   ll.OnFinished(first->id);
-  EXPECT_EQ(ll.Route({{}, 10, {}})->worker, first->worker);
+  EXPECT_EQ(ll.Route({{}, 10, {}, {}})->worker, first->worker);
 }
 
 TEST(Router, ApproxFollowsItsOwnHistoryUntilImbalanced) {
@@ -163,12 +203,12 @@ TEST(Router, ApproxFollowsItsOwnHistoryUntilImbalanced) {
   RouterConfig c = Config(Policy::kApprox);
   Router r(c, nullptr);
   for (uint32_t w = 0; w < 3; ++w) r.AddWorker({w, 0});
-  const auto first = r.Route({f.local, 32, {}});
+  const auto first = r.Route({f.local, 32, {}, {}});
   // Same prompt again: full approximate match -> same worker.
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(r.Route({f.local, 32, {}})->worker, first->worker);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(r.Route({f.local, 32, {}, {}})->worker, first->worker);
   // 21 in flight there vs 0 elsewhere is not yet imbalanced (needs > 32); push further.
-  for (int i = 0; i < 12; ++i) r.Route({f.local, 32, {}});
-  EXPECT_NE(r.Route({f.local, 32, {}})->worker, first->worker);
+  for (int i = 0; i < 12; ++i) r.Route({f.local, 32, {}, {}});
+  EXPECT_NE(r.Route({f.local, 32, {}, {}})->worker, first->worker);
 }
 
 }  // namespace
