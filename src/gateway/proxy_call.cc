@@ -239,8 +239,7 @@ void ProxyCall::OnDone(const Status& status) {
                                                       body_.substr(0, 300))
                                         : fmt::format("worker {}: {}", worker, status.message());
     if (Retry()) return;
-    const int code =
-        !status.ok() && status.message().find("timed out") != std::string::npos ? 504 : 502;
+    const int code = status.timed_out() ? 504 : 502;
     Finish(code, /*succeeded=*/false);
     return responder_->Send(code, "application/json",
                             http::OpenAiError(code, why, "upstream_error"));

@@ -26,9 +26,10 @@ struct Connection {
   beast::flat_buffer buffer;
 };
 
-// An error's text for OnDone. Timeouts read "timed out": the gateway answers those 504.
-std::string Reason(const beast::error_code& ec) {
-  return ec == beast::error::timeout ? std::string("timed out") : ec.message();
+// OnDone's error for `ec`, after `what` failed: a Timeout when a deadline passed.
+Status Failure(const beast::error_code& ec, std::string_view what) {
+  if (ec == beast::error::timeout) return Status::Timeout(fmt::format("{}: timed out", what));
+  return Status::Error(fmt::format("{}: {}", what, ec.message()));
 }
 
 bool IsStaleConnectionError(const beast::error_code& ec) {
@@ -129,7 +130,7 @@ struct Client::Impl {
       if (!conn) {
         conn = std::make_unique<Connection>(loop.ioc.get_executor());
         if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
-          sink->OnDone(Status::Error(fmt::format("connect to {}: {}", key, Reason(ec))));
+          sink->OnDone(Failure(ec, fmt::format("connect to {}", key)));
           co_return;
         }
       }
@@ -145,9 +146,9 @@ struct Client::Impl {
       }
       if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
       if (ec) {
-        sink->OnDone(Status::Error(
-            fmt::format("{} from {}: {}", ec == beast::error::timeout ? "no response" : "request",
-                        key, Reason(ec))));
+        sink->OnDone(
+            Failure(ec, fmt::format("{} from {}",
+                                    ec == beast::error::timeout ? "no response" : "request", key)));
         co_return;
       }
       auto& header = parser.get();
@@ -162,8 +163,7 @@ struct Client::Impl {
         auto [rec, rn] =
             co_await bhttp::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
         if (rec) {
-          sink->OnDone(
-              Status::Error(fmt::format("response from {} cut short: {}", key, Reason(rec))));
+          sink->OnDone(Failure(rec, fmt::format("response from {} cut short", key)));
           co_return;
         }
         if (!parser.get().body().empty()) {
