@@ -82,11 +82,20 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
     return Status::Error("'messages' must be a list");
   }
   Heap heap;
+  try {
+    return Render(*body, *messages, heap, prompt);
+  } catch (const HeapExhausted& e) {  // (the template's own render catches it itself)
+    return Status::Error(e.message());
+  }
+}
+
+Status ChatTemplate::Render(const json::object& body, const json::value& messages, Heap& heap,
+                            std::string* prompt) const {
   Value vars = heap.MakeDict(16);
   // Values view the JSON's strings: parsed tool arguments are kept here until the end.
   std::deque<json::value> parsed_arguments;
   // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
-  Value msgs = Value::FromJson(heap, *messages);
+  Value msgs = Value::FromJson(heap, messages);
   for (Value& m : *msgs.list()) {
     if (m.kind != Value::Kind::kDict) return Status::Error("each message must be an object");
     Value calls = m.Get("tool_calls");
@@ -104,15 +113,15 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
     }
   }
   vars.Set("messages", msgs);
-  const json::value* tools = body->if_contains("tools");
+  const json::value* tools = body.if_contains("tools");
   vars.Set("tools", tools && !tools->is_null() ? Value::FromJson(heap, *tools) : Value::None());
   vars.Set("documents", Value::None());
-  const json::value* agp = body->if_contains("add_generation_prompt");
+  const json::value* agp = body.if_contains("add_generation_prompt");
   vars.Set("add_generation_prompt", Value::Bool(agp && agp->is_bool() ? agp->as_bool() : true));
   for (const auto& [key, text] : special_tokens_) {
     vars.Set(key, text ? Value::StringView(*text) : Value::None());
   }
-  if (const json::value* kwargs = body->if_contains("chat_template_kwargs");
+  if (const json::value* kwargs = body.if_contains("chat_template_kwargs");
       kwargs && kwargs->is_object()) {
     for (const auto& [key, value] : kwargs->as_object()) {
       vars.Set(key, Value::FromJson(heap, value));

@@ -25,6 +25,10 @@ class ChatTemplate {
   Status Render(const boost::json::value& request, std::string* prompt) const;
 
  private:
+  // Render's work once the request's shape is checked; the values live in `heap`.
+  Status Render(const boost::json::object& body, const boost::json::value& messages, Heap& heap,
+                std::string* prompt) const;
+
   std::unique_ptr<Template> template_;
   // bos_token, eos_token, unk_token, pad_token; nullopt: None.
   std::vector<std::pair<std::string, std::optional<std::string>>> special_tokens_;

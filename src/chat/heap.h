@@ -1,13 +1,15 @@
 // Where one render's values live. The strings, lists, dicts and macros a render makes are
 // carved from one growing buffer and released together when the render ends, so values are
 // plain data: nothing is counted, and nothing is freed one by one. The price: memory a
-// render stops using comes back only when the render ends.
+// render stops using comes back only when the render ends, so a heap has a ceiling (a
+// template that grows a string quadratically must not take the process down).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <memory_resource>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -23,9 +25,21 @@ struct Callable {
   size_t scope;  // the renderer's scope (frame) it was defined in: what its body sees
 };
 
+// Thrown when a render's values would pass the heap's ceiling.
+struct HeapExhausted {
+  size_t limit;
+  std::string message() const {
+    return "rendering the chat template took more than " + std::to_string(limit >> 20) +
+           " MiB of values";
+  }
+};
+
 class Heap {
  public:
-  Heap() : memory_(first_block_.data(), first_block_.size()) {}
+  static constexpr size_t kDefaultLimit = size_t{1} << 30;
+
+  explicit Heap(size_t limit = kDefaultLimit)
+      : upstream_(limit), memory_(first_block_.data(), first_block_.size(), &upstream_) {}
   Heap(const Heap&) = delete;
   Heap& operator=(const Heap&) = delete;
 
@@ -70,9 +84,32 @@ class Heap {
     return new (memory_.allocate(sizeof(T), alignof(T))) T(std::forward<Args>(args)...);
   }
 
+  // Where blocks after the first come from: operator new, up to the ceiling.
+  class CappedResource : public std::pmr::memory_resource {
+   public:
+    explicit CappedResource(size_t limit) : limit_(limit) {}
+
+   private:
+    void* do_allocate(size_t bytes, size_t alignment) override {
+      if (bytes > limit_ - used_) throw HeapExhausted{limit_};
+      used_ += bytes;
+      return std::pmr::new_delete_resource()->allocate(bytes, alignment);
+    }
+    void do_deallocate(void* p, size_t bytes, size_t alignment) override {
+      used_ -= bytes;
+      std::pmr::new_delete_resource()->deallocate(p, bytes, alignment);
+    }
+    bool do_is_equal(const memory_resource& other) const noexcept override {
+      return this == &other;
+    }
+    const size_t limit_;
+    size_t used_ = 0;
+  };
+
   // Enough for a typical chat request, so most renders never call malloc for values. (A Heap
   // lives on its render's stack.)
   alignas(std::max_align_t) std::array<std::byte, 16384> first_block_;
+  CappedResource upstream_;
   std::pmr::monotonic_buffer_resource memory_;
 };
 

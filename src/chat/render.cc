@@ -1644,6 +1644,8 @@ Status Template::Render(const Value& variables, Heap& heap, std::string* out) co
     r.Exec(*root_, *out, flow);
   } catch (const RenderError& e) {
     return Status::Error(e.message);
+  } catch (const HeapExhausted& e) {
+    return Status::Error(e.message());
   } catch (const std::out_of_range&) {
     return Status::Error("missing argument in a template call");
   }

@@ -8,6 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "chat/heap.h"
+#include "chat/template.h"
+
 namespace kvgate::chat {
 namespace {
 
@@ -82,6 +85,29 @@ TEST(ChatTemplate, ValuesOutliveTheHeapsFirstBlock) {
   }
   request += "]}";
   EXPECT_EQ(Render(*t, request), expected + "#" + last);
+}
+
+// A template that grows a string quadratically keeps every intermediate copy in the render's
+// heap; past the heap's ceiling the render fails with a clear error instead of exhausting
+// memory, and a render within it is unaffected.
+TEST(ChatTemplate, HeapCeilingStopsARunawayRender) {
+  std::unique_ptr<Template> t;
+  ASSERT_TRUE(Template::Parse("{% set ns = namespace(s='') %}{% for i in range(n) %}"
+                              "{% set ns.s = ns.s ~ 'xxxxxxxxxx' %}{% endfor %}{{ ns.s|length }}",
+                              &t)
+                  .ok());
+  auto render = [&](int64_t n, std::string* out) {
+    Heap heap(1 << 20);
+    Value vars = heap.MakeDict();
+    vars.Set("n", Value::Int(n));
+    return t->Render(vars, heap, out);
+  };
+  std::string out;
+  ASSERT_TRUE(render(100, &out).ok());  // 50 KB in all
+  EXPECT_EQ(out, "1000");
+  const Status s = render(1000, &out);  // 5 MB in all
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(), HeapExhausted{1 << 20}.message());
 }
 
 }  // namespace
