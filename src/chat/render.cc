@@ -688,6 +688,10 @@ class Renderer {
   // `caller` for a {% call %} block) or a caller body; returns what it wrote.
   Value Call(const Callable& c, List& args, Kwargs& kwargs, const Value* caller = nullptr) {
     const Node& n = *c.node;
+    // Runaway recursion fails as in Jinja2 instead of overflowing the stack. (Jinja2's own
+    // limit, from Python's, lets macros nest about 240 deep.)
+    if (call_depth_ == kMaxCallDepth) Fail("maximum recursion depth exceeded");
+    ++call_depth_;  // (an error abandons the whole render: no need to undo on the way out)
     // (A macro kept past the scope it was defined in sees the innermost scope still alive.)
     PushFrame(std::min(c.scope, depth_ - 1));
     if (!c.is_caller) {
@@ -708,6 +712,7 @@ class Renderer {
     Flow f = Flow::kNormal;
     Exec(c.is_caller ? n : *n.a[0], captured, f);
     PopFrame();
+    --call_depth_;
     return heap_.MakeString(captured);
   }
 
@@ -1620,6 +1625,8 @@ class Renderer {
   std::vector<const Value*> globals_;  // the template's variables, by number
   std::vector<Frame> frames_;
   size_t depth_ = 0;
+  static constexpr int kMaxCallDepth = 250;
+  int call_depth_ = 0;  // macro and caller calls in progress
 };
 
 }  // namespace
@@ -1646,6 +1653,8 @@ Status Template::Render(const Value& variables, Heap& heap, std::string* out) co
     return Status::Error(e.message);
   } catch (const HeapExhausted& e) {
     return Status::Error(e.message());
+  } catch (const NestingTooDeep& e) {
+    return Status::Error(e.message);
   } catch (const std::out_of_range&) {
     return Status::Error("missing argument in a template call");
   }

@@ -82,6 +82,9 @@ std::string StringRepr(std::string_view s) {
 
 void ToJsonImpl(const Value& v, int indent, std::string_view item_sep, std::string_view key_sep,
                 bool sort_keys, int depth, std::string& out) {
+  if (depth == kMaxNesting) {
+    throw NestingTooDeep{"maximum recursion depth exceeded while encoding a JSON object"};
+  }
   auto newline = [&](int level) {
     if (indent < 0) return;
     out += '\n';
@@ -233,7 +236,10 @@ std::string Value::Str() const {
   }
 }
 
-std::string Value::Repr() const {
+std::string Value::Repr(int depth) const {
+  if (depth == kMaxNesting) {
+    throw NestingTooDeep{"maximum recursion depth exceeded while getting the repr of an object"};
+  }
   switch (kind) {
     case Kind::kUndefined:
       return "";
@@ -251,7 +257,7 @@ std::string Value::Repr() const {
       std::string out = is_tuple ? "(" : "[";
       for (size_t i = 0; i < list()->size(); ++i) {
         if (i) out += ", ";
-        out += (*list())[i].Repr();
+        out += (*list())[i].Repr(depth + 1);
       }
       if (is_tuple) return out + (list()->size() == 1 ? ",)" : ")");
       return out + "]";
@@ -261,7 +267,7 @@ std::string Value::Repr() const {
       std::string out = "{";
       for (size_t i = 0; i < dict()->size(); ++i) {
         if (i) out += ", ";
-        out += StringRepr((*dict())[i].first) + ": " + (*dict())[i].second.Repr();
+        out += StringRepr((*dict())[i].first) + ": " + (*dict())[i].second.Repr(depth + 1);
       }
       return out + "}";
     }
@@ -278,7 +284,10 @@ std::string Value::ToJson(int indent, std::string_view item_sep, std::string_vie
   return out;
 }
 
-bool Equal(const Value& a, const Value& b) {
+namespace {
+
+bool EqualAt(const Value& a, const Value& b, int depth) {
+  if (depth == kMaxNesting) throw NestingTooDeep{"maximum recursion depth exceeded in comparison"};
   using K = Value::Kind;
   if (a.is_number() && b.is_number()) {
     if (a.kind == K::kInt && b.kind == K::kInt) return a.integer == b.integer;
@@ -301,18 +310,22 @@ bool Equal(const Value& a, const Value& b) {
     case K::kList:
       if (a.list()->size() != b.list()->size()) return false;
       for (size_t i = 0; i < a.list()->size(); ++i) {
-        if (!Equal((*a.list())[i], (*b.list())[i])) return false;
+        if (!EqualAt((*a.list())[i], (*b.list())[i], depth + 1)) return false;
       }
       return true;
     case K::kDict:
       if (a.dict()->size() != b.dict()->size()) return false;
       for (const auto& [k, v] : *a.dict()) {
-        if (!Equal(v, b.Get(k))) return false;
+        if (!EqualAt(v, b.Get(k), depth + 1)) return false;
       }
       return true;
     default:
       return a.object == b.object;
   }
 }
+
+}  // namespace
+
+bool Equal(const Value& a, const Value& b) { return EqualAt(a, b, 0); }
 
 }  // namespace kvgate::chat

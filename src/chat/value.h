@@ -106,8 +106,8 @@ struct Value {
   // `key` must outlive the dict (a view into the request, the template or the heap).
   void Set(std::string_view key, Value v);
 
-  std::string Str() const;   // Python str()
-  std::string Repr() const;  // Python repr()
+  std::string Str() const;                // Python str()
+  std::string Repr(int depth = 0) const;  // Python repr()
   // json.dumps(self, ensure_ascii=False, indent=indent, separators, sort_keys).
   std::string ToJson(int indent, std::string_view item_sep, std::string_view key_sep,
                      bool sort_keys) const;
@@ -121,6 +121,13 @@ struct Value {
 };
 
 bool Equal(const Value& a, const Value& b);
+
+// Thrown by Repr, ToJson and Equal for a value nested deeper than Python's recursion limit
+// lets it go (a template can build one in a loop); the message is Python's.
+struct NestingTooDeep {
+  const char* message;
+};
+inline constexpr int kMaxNesting = 1000;
 
 // Key comparison for dict lookups. Keys are short ("role", "content"): two overlapping
 // word loads compare 4 to 16 bytes inline, cheaper than a call to memcmp per candidate.

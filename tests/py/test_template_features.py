@@ -36,6 +36,12 @@ CASES = [
     "{% set x = 1 %}{% macro m() %}[{{ x }}]{% endmacro %}{% set x = 3 %}{{ m() }}{% for i in xs %}{% set x = 7 %}{{ m() }}{% endfor %}",
     "{% macro box(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}{% for x in xs %}{% set label = 'n' ~ x %}{% call box('b') %}{{ x }}{{ label }}{{ tag }}{% endcall %}{% endfor %}",
     "{% macro countdown(n) %}{{ n }}{% if n > 0 %},{{ countdown(n - 1) }}{% endif %}{% endmacro %}{{ countdown(3) }}",
+    # Runaway recursion and values nested past Python's recursion limit fail with Python's
+    # messages (and a macro may still nest 150 deep; Jinja2 in its sandbox stops near 195).
+    "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    "{% macro f(n) %}{% if n < 150 %}{{ f(n + 1) }}{% else %}{{ n }}{% endif %}{% endmacro %}{{ f(0) }}",
+    "{% set ns = namespace(x=[]) %}{% for i in range(1200) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x }}",
+    "{% set ns = namespace(x=[]) %}{% for i in range(1200) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}",
     "{% filter upper %}shout {{ s|trim }}{% endfilter %}",
     "{{ xs|sort }} {{ xs|sort(reverse=true) }} {{ users|sort(attribute='age')|map(attribute='name')|join(',') }}",
     "{{ xs|first }} {{ xs|last }} {{ xs|length }} {{ xs|sum }} {{ xs|min }} {{ xs|max }} {{ xs|reverse|list }}",
