@@ -940,6 +940,9 @@ class Renderer {
                        KindName(l)));
     }
     if (op_code == BinaryOp::kMul && l.is_string() && r.kind == Value::Kind::kInt) {
+      if (r.integer > 0 && l.text.size() > (size_t{1} << 30) / static_cast<uint64_t>(r.integer)) {
+        Fail("the repeated string would pass 1 GiB");  // (Python: MemoryError)
+      }
       std::string s;
       for (int64_t i = 0; i < r.integer; ++i) s += l.text;
       return heap_.MakeString(std::move(s));
@@ -1068,10 +1071,16 @@ class Renderer {
         if (args.size() >= 3) step = args[2].integer;
       }
       if (step == 0) Fail("range() arg 3 must not be zero");
-      List items;
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-        items.push_back(Value::Int(i));
-      return heap_.MakeList(std::move(items));
+      // As in Jinja2's sandbox, which transformers renders in.
+      const int64_t span = step > 0 ? stop - start : start - stop;
+      const int64_t length = span <= 0 ? 0 : (span - 1) / (step > 0 ? step : -step) + 1;
+      constexpr int64_t kMaxRange = 100000;
+      if (length > kMaxRange) {
+        Fail("Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
+      }
+      List* items = heap_.NewList(static_cast<size_t>(length));
+      for (int64_t i = 0; i < length; ++i) items->push_back(Value::Int(start + i * step));
+      return Value::Of(items);
     }
     if (Is(name, "namespace") || Is(name, "dict")) {
       Value d = heap_.MakeDict();

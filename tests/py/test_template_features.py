@@ -64,6 +64,8 @@ CASES = [
     "{{ 'yes' if t else 'no' }} {{ 'yes' if n else 'no' }} {{ 'only-if' if n }}|",
     "{{ n is none }} {{ s is string }} {{ d is mapping }} {{ xs is iterable }} {{ f is number }} {{ missing is defined }} {{ missing is undefined }} {{ xs is sequence }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ t is true }} {{ 1 is equalto 1 }} {{ d.zz is defined }} {{ t is boolean }}",
     "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ dict(a=1, b='x') }}",
+    "{{ range(10, 0, -3)|list }} {{ range(5, 5)|list }} {{ range(100000)|length }} {{ range(0, 300000, 3)|last }}",
+    "{{ range(0, 300000, 2)|length }}",
     "a\n  {% if t %}\n    yes\n  {% endif %}\nb\n{# comment #}\nc\n  {%- if t -%}  trimmed  {%- endif %}\nd",
     "line1\n    {% for x in xs %}\n    - {{ x }}\n    {% endfor %}\nend\n",
     "{%+ if t %}  keep{% endif %}|  {{ 'x' }}  |{{- ' y ' -}}|\n{{ 'z' }}",
