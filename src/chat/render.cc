@@ -939,13 +939,13 @@ class Renderer {
       Fail(fmt::format("can only concatenate {} (not \"{}\") to {}", KindName(l), KindName(r),
                        KindName(l)));
     }
-    if (op_code == BinaryOp::kMul && l.is_string() && r.kind == Value::Kind::kInt) {
-      if (r.integer > 0 && l.text.size() > (size_t{1} << 30) / static_cast<uint64_t>(r.integer)) {
-        Fail("the repeated string would pass 1 GiB");  // (Python: MemoryError)
-      }
-      std::string s;
-      for (int64_t i = 0; i < r.integer; ++i) s += l.text;
-      return heap_.MakeString(std::move(s));
+    if (op_code == BinaryOp::kMul && (l.is_string() || l.kind == Value::Kind::kList) &&
+        r.kind == Value::Kind::kInt) {
+      return Repeat(l, r.integer);
+    }
+    if (op_code == BinaryOp::kMul && l.kind == Value::Kind::kInt &&
+        (r.is_string() || r.kind == Value::Kind::kList)) {
+      return Repeat(r, l.integer);
     }
     const bool numbers = (l.is_number() || l.kind == Value::Kind::kBool) &&
                          (r.is_number() || r.kind == Value::Kind::kBool);
@@ -1002,6 +1002,26 @@ class Renderer {
       default:
         Fail(fmt::format("unknown operator {}", OperatorText(op_code)));
     }
+  }
+
+  // Python's sequence * n for a string or a list.
+  Value Repeat(const Value& sequence, int64_t times) {
+    const bool is_list = sequence.kind == Value::Kind::kList;
+    const size_t size = is_list ? sequence.list()->size() * sizeof(Value) : sequence.text.size();
+    if (size == 0 || times <= 0) times = 0;  // (an empty sequence repeats to nothing, fast)
+    if (times > 0 && size > (size_t{1} << 30) / static_cast<uint64_t>(times)) {
+      Fail("the repeated sequence would pass 1 GiB");  // (Python: MemoryError)
+    }
+    if (is_list) {
+      List* items = heap_.NewList(sequence.list()->size() * static_cast<size_t>(times));
+      for (int64_t i = 0; i < times; ++i) {
+        items->insert(items->end(), sequence.list()->begin(), sequence.list()->end());
+      }
+      return Value::Of(items);
+    }
+    std::string s;
+    for (int64_t i = 0; i < times; ++i) s += sequence.text;
+    return heap_.MakeString(s);
   }
 
   static bool Contains(const Value& container, const Value& item) {

@@ -66,6 +66,7 @@ CASES = [
     "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ dict(a=1, b='x') }}",
     "{{ range(10, 0, -3)|list }} {{ range(5, 5)|list }} {{ range(100000)|length }} {{ range(0, 300000, 3)|last }}",
     "{{ range(0, 300000, 2)|length }}",
+    "{{ 'ab' * 3 }}|{{ 2 * 'xy' }}|{{ [1, 'a'] * 2 }}|{{ 3 * [0] }}|{{ 'q' * 0 }}|{{ [1] * -2 }}|{{ xs * 2 }}|{{ ('' * 1000000000000)|length }}|{{ [] * 1000000000000 }}",
     "a\n  {% if t %}\n    yes\n  {% endif %}\nb\n{# comment #}\nc\n  {%- if t -%}  trimmed  {%- endif %}\nd",
     "line1\n    {% for x in xs %}\n    - {{ x }}\n    {% endfor %}\nend\n",
     "{%+ if t %}  keep{% endif %}|  {{ 'x' }}  |{{- ' y ' -}}|\n{{ 'z' }}",
