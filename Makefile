@@ -5,6 +5,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+FUZZ_RENDER_SECONDS ?= 30
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build run replay test unit-asan unit-tsan fuzz-smoke bench format format-check clean
@@ -44,16 +45,19 @@ unit-tsan: setup
 	@cmake --build $(TSAN_BUILD) --target kvgate_unit_tests
 	ctest --test-dir $(TSAN_BUILD) -L unit --output-on-failure -j2
 
-# Builds the libFuzzer targets with clang-14 and runs the decoder fuzzer briefly.
+# Builds the libFuzzer targets with clang-14 and runs each briefly under ASan: the event
+# decoder, and chat-template rendering of arbitrary requests.
 fuzz-smoke: setup
 	@CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) --target fuzz_decode
-	@mkdir -p $(FUZZ_BUILD)/corpus-decode
-	@echo "fuzz_decode: $(FUZZ_SECONDS) s under ASan"
-	@$(FUZZ_BUILD)/fuzz/fuzz_decode -max_total_time=$(FUZZ_SECONDS) \
-	  $(FUZZ_BUILD)/corpus-decode fuzz/corpus/decode > $(FUZZ_BUILD)/fuzz.log 2>&1 \
-	  || { tail -n 60 $(FUZZ_BUILD)/fuzz.log; echo "fuzz_decode FAILED"; exit 1; }
-	@grep -E "^Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz.log
+	@cmake --build $(FUZZ_BUILD) --target fuzz_decode fuzz_render
+	@for t in decode:$(FUZZ_SECONDS) render:$(FUZZ_RENDER_SECONDS); do \
+	  name=$${t%%:*}; secs=$${t##*:}; mkdir -p $(FUZZ_BUILD)/corpus-$$name; \
+	  echo "fuzz_$$name: $$secs s under ASan"; \
+	  $(FUZZ_BUILD)/fuzz/fuzz_$$name -max_total_time=$$secs $(FUZZ_BUILD)/corpus-$$name \
+	    fuzz/corpus/$$name > $(FUZZ_BUILD)/fuzz-$$name.log 2>&1 \
+	    || { tail -n 60 $(FUZZ_BUILD)/fuzz-$$name.log; echo "fuzz_$$name FAILED"; exit 1; }; \
+	  grep -E "^Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz-$$name.log; \
+	done
 
 bench: build
 	$(BUILD)/bench/decode_bench
