@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_RENDER_SECONDS ?= 30
+FUZZ_PROMPT_SECONDS ?= 30
 CMAKE_FLAGS ?=
 
 .PHONY: all setup build run replay test unit-asan unit-tsan fuzz-smoke bench format format-check clean
@@ -46,11 +46,11 @@ unit-tsan: setup
 	ctest --test-dir $(TSAN_BUILD) -L unit --output-on-failure -j2
 
 # Builds the libFuzzer targets with clang-14 and runs each briefly under ASan: the event
-# decoder, and chat-template rendering of arbitrary requests.
+# decoder, and the prompt of arbitrary requests (chat template and tokenizer).
 fuzz-smoke: setup
 	@CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVGATE_FUZZ=ON >/dev/null
-	@cmake --build $(FUZZ_BUILD) --target fuzz_decode fuzz_render
-	@for t in decode:$(FUZZ_SECONDS) render:$(FUZZ_RENDER_SECONDS); do \
+	@cmake --build $(FUZZ_BUILD) --target fuzz_decode fuzz_prompt
+	@for t in decode:$(FUZZ_SECONDS) prompt:$(FUZZ_PROMPT_SECONDS); do \
 	  name=$${t%%:*}; secs=$${t##*:}; mkdir -p $(FUZZ_BUILD)/corpus-$$name; \
 	  echo "fuzz_$$name: $$secs s under ASan"; \
 	  $(FUZZ_BUILD)/fuzz/fuzz_$$name -max_total_time=$$secs $(FUZZ_BUILD)/corpus-$$name \
