@@ -44,11 +44,14 @@ class Heap {
   Heap& operator=(const Heap&) = delete;
 
   // A string value whose characters are copied into the heap.
-  Value MakeString(std::string_view s) {
-    if (s.empty()) return Value::StringView({});
-    char* chars = static_cast<char*>(memory_.allocate(s.size(), 1));
-    std::copy(s.begin(), s.end(), chars);
-    return Value::StringView({chars, s.size()});
+  Value MakeString(std::string_view s) { return Concat(s, {}); }
+  // The string a + b, made in the heap in one piece.
+  Value Concat(std::string_view a, std::string_view b) {
+    if (a.empty() && b.empty()) return Value::StringView({});
+    char* chars = static_cast<char*>(memory_.allocate(a.size() + b.size(), 1));
+    std::copy(a.begin(), a.end(), chars);
+    std::copy(b.begin(), b.end(), chars + a.size());
+    return Value::StringView({chars, a.size() + b.size()});
   }
   // A new empty list or dict with room for `capacity` items.
   Value MakeList(size_t capacity = 0) { return Value::Of(NewList(capacity)); }

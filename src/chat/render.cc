@@ -48,14 +48,7 @@ size_t CodePointLength(unsigned char lead) {
 std::vector<std::string> CodePoints(std::string_view s) {
   std::vector<std::string> out;
   for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
-    const unsigned char c = s[i];
-    if (c >= 0xF0)
-      n = 4;
-    else if (c >= 0xE0)
-      n = 3;
-    else if (c >= 0xC0)
-      n = 2;
+    const size_t n = CodePointLength(static_cast<unsigned char>(s[i]));
     out.emplace_back(s.substr(i, n));
     i += n;
   }
@@ -339,7 +332,7 @@ class Renderer {
           std::string captured;
           Flow f = Flow::kNormal;
           Exec(*n.a[1], captured, f);
-          v = heap_.MakeString(std::move(captured));
+          v = heap_.MakeString(captured);
         }
         if (n.names.size() == 2) {
           Value ns = Lookup(n.ids[0]);
@@ -375,7 +368,7 @@ class Renderer {
         std::string captured;
         Flow f = Flow::kNormal;
         Exec(*n.a[1], captured, f);
-        out += ApplyFilter(*n.a[0], heap_.MakeString(std::move(captured))).Str();
+        out += ApplyFilter(*n.a[0], heap_.MakeString(captured)).Str();
         return;
       }
       case NodeKind::kBreak:
@@ -689,7 +682,7 @@ class Renderer {
   Value Call(const Callable& c, List& args, Kwargs& kwargs, const Value* caller = nullptr) {
     const Node& n = *c.node;
     // Runaway recursion fails as in Jinja2 instead of overflowing the stack. (Jinja2's own
-    // limit, from Python's, lets macros nest about 240 deep.)
+    // limit, from Python's, lets macros nest about 195 deep in transformers' sandbox.)
     if (call_depth_ == kMaxCallDepth) Fail("maximum recursion depth exceeded");
     ++call_depth_;  // (an error abandons the whole render: no need to undo on the way out)
     // (A macro kept past the scope it was defined in sees the innermost scope still alive.)
@@ -767,7 +760,6 @@ class Renderer {
       case NodeKind::kUnary: {
         if (Is(n.text, "not")) return Value::Bool(!Truthy(*n.a[0]));
         const Value v = Eval(*n.a[0]);
-        if (Is(n.text, "not")) return Value::Bool(!v.Truthy());  // (operand evaluated above)
         if (v.kind == Value::Kind::kInt)
           return Value::Int(Is(n.text, "-") ? -v.integer : v.integer);
         if (v.kind == Value::Kind::kFloat)
@@ -878,9 +870,10 @@ class Renderer {
         out += v.text;
         continue;
       }
-      sum = i == 0 ? v
-                   : Arithmetic(BinaryOp::kAdd, heap_.MakeString(out.substr(mark)), v, *terms[0],
-                                *terms[i]);
+      sum = i == 0
+                ? v
+                : Arithmetic(BinaryOp::kAdd, heap_.MakeString(std::string_view(out).substr(mark)),
+                             v, *terms[0], *terms[i]);
       out.resize(mark);
       break;
     }
@@ -911,7 +904,7 @@ class Renderer {
     const Value& r = Read(*n.a[1], evaluated);
     switch (n.op) {
       case BinaryOp::kConcat:
-        return heap_.MakeString(l.Str() + r.Str());
+        return heap_.Concat(Text(l), Text(r));
       default:
         return Arithmetic(n.op, std::move(l), r, *n.a[0], *n.a[1]);
     }
@@ -923,16 +916,12 @@ class Renderer {
     if (!l.defined()) FailUndefined(left);
     if (!r.defined()) FailUndefined(right);
     if (op_code == BinaryOp::kAdd) {
-      if (l.is_string() && r.is_string()) {
-        std::string sum;
-        sum.reserve(l.text.size() + r.text.size());
-        sum.append(l.text).append(r.text);
-        return heap_.MakeString(std::move(sum));
-      }
+      if (l.is_string() && r.is_string()) return heap_.Concat(l.text, r.text);
       if (l.kind == Value::Kind::kList && r.kind == Value::Kind::kList) {
-        List items = *l.list();
-        items.insert(items.end(), r.list()->begin(), r.list()->end());
-        return heap_.MakeList(std::move(items));
+        List* items = heap_.NewList(l.list()->size() + r.list()->size());
+        items->insert(items->end(), l.list()->begin(), l.list()->end());
+        items->insert(items->end(), r.list()->begin(), r.list()->end());
+        return Value::Of(items);
       }
     }
     if (op_code == BinaryOp::kAdd && (l.is_string() || l.kind == Value::Kind::kList)) {
@@ -1120,7 +1109,7 @@ class Renderer {
       char buf[256];
       const size_t n =
           std::strftime(buf, sizeof buf, args.empty() ? "" : args[0].Str().c_str(), &tm);
-      return heap_.MakeString(std::string(buf, n));
+      return heap_.MakeString({buf, n});
     }
     Fail(fmt::format("'{}' is undefined", name));
   }
@@ -1196,7 +1185,7 @@ class Renderer {
           if (i != 0) out += s;
           out += items[i].Str();
         }
-        return heap_.MakeString(std::move(out));
+        return heap_.MakeString(out);
       }
       if (Is(name, "format")) {
         std::string out;
@@ -1209,7 +1198,7 @@ class Renderer {
             out += s[i];
           }
         }
-        return heap_.MakeString(std::move(out));
+        return heap_.MakeString(out);
       }
       if (Is(name, "isdigit"))
         return Value::Bool(!s.empty() && std::all_of(s.begin(), s.end(), ::isdigit));
@@ -1423,7 +1412,7 @@ class Renderer {
         if (i && sep) out += sep->Str();
         out += (attr ? items[i].Get(attr->Str()) : items[i]).Str();
       }
-      return heap_.MakeString(std::move(out));
+      return heap_.MakeString(out);
     }
     if (Is(f, "first") || Is(f, "last")) {
       const List items = Iterate(v);
@@ -1468,7 +1457,7 @@ class Renderer {
             out += c;
         }
       }
-      return heap_.MakeString(std::move(out));
+      return heap_.MakeString(out);
     }
     if (Is(f, "int")) {
       if (v.kind == K::kInt) return v;
@@ -1520,7 +1509,7 @@ class Renderer {
         if (indent_it) out += pad;
         out += lines[i];
       }
-      return heap_.MakeString(std::move(out));
+      return heap_.MakeString(out);
     }
     if (Is(f, "wordcount")) {
       return Value::Int(static_cast<int64_t>(Split(heap_, v.Str(), nullptr, -1, false).size()));
@@ -1539,7 +1528,7 @@ class Renderer {
         auto cps = CodePoints(v.text);
         std::string out;
         for (auto it = cps.rbegin(); it != cps.rend(); ++it) out += *it;
-        return heap_.MakeString(std::move(out));
+        return heap_.MakeString(out);
       }
       List items = Iterate(v);
       std::reverse(items.begin(), items.end());
