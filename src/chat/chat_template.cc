@@ -83,14 +83,14 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
   }
   Heap heap;
   try {
-    return Render(*body, *messages, heap, prompt);
+    return ApplyTo(*body, *messages, heap, prompt);
   } catch (const HeapExhausted& e) {  // (the template's own render catches it itself)
     return Status::Error(e.message());
   }
 }
 
-Status ChatTemplate::Render(const json::object& body, const json::value& messages, Heap& heap,
-                            std::string* prompt) const {
+Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messages, Heap& heap,
+                             std::string* prompt) const {
   Value vars = heap.MakeDict(16);
   // Values view the JSON's strings: parsed tool arguments are kept here until the end.
   std::deque<json::value> parsed_arguments;
