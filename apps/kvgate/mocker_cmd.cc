@@ -3,6 +3,7 @@
 #include <iostream>
 #include <thread>
 
+#include "api/prompt.h"
 #include "commands.h"
 #include "mocker/server.h"
 
@@ -12,7 +13,7 @@ namespace {
 struct MockerFlags {
   mocker::MockerOptions o;
   std::string engine = "vllm";
-  std::string event_format = "vllm-map";
+  std::string event_format;  // empty: the engine's own
   std::string hash_format = "int";
   std::string model_dir;
 };
@@ -20,37 +21,33 @@ struct MockerFlags {
 volatile std::sig_atomic_t g_stop = 0;
 
 int RunMocker(MockerFlags& f) {
-  auto kind = mocker::ParseEngineKind(f.engine);
+  auto kind = engines::ParseEngineKind(f.engine);
   if (!kind) {
-    std::cerr << "kvgate mocker: --engine must be vllm, vllm-lists or sglang\n";
+    std::cerr << "kvgate mocker: --engine must be one of " << engines::EngineNames() << '\n';
     return 2;
   }
   f.o.kind = *kind;
+  f.o.event_format.format = engines::TraitsOf(*kind).event_format;
   if (f.event_format == "vllm-map") {
     f.o.event_format.format = wire::EventFormat::kVllmMap;
   } else if (f.event_format == "vllm-positional") {
     f.o.event_format.format = wire::EventFormat::kVllmPositional;
   } else if (f.event_format == "sglang") {
     f.o.event_format.format = wire::EventFormat::kSglang;
-  } else {
+  } else if (!f.event_format.empty()) {
     std::cerr << "kvgate mocker: --event-format must be vllm-map, vllm-positional or sglang\n";
     return 2;
   }
   f.o.event_format.hash_format =
       f.hash_format == "bytes" ? wire::HashFormat::kBytes : wire::HashFormat::kInt;
   if (!f.model_dir.empty()) {
-    std::unique_ptr<tokenizer::Tokenizer> tok;
-    if (Status s = tokenizer::Tokenizer::Load(f.model_dir + "/tokenizer.json", &tok); !s.ok()) {
+    api::ModelFiles files;
+    if (Status s = api::LoadModelFiles(f.model_dir, &files); !s.ok()) {
       std::cerr << "kvgate mocker: " << s.message() << '\n';
       return 1;
     }
-    f.o.tokenizer = std::move(tok);
-    std::unique_ptr<chat::ChatTemplate> tmpl;
-    if (Status s = chat::ChatTemplate::Load(f.model_dir, &tmpl); s.ok()) {
-      f.o.chat_template = std::move(tmpl);
-    } else {
-      std::cerr << "kvgate mocker: " << s.message() << "; chat uses a plain format\n";
-    }
+    f.o.tokenizer = files.tokenizer;
+    f.o.chat_template = files.chat_template;
   }
   mocker::MockerServer server(f.o);
   if (Status s = server.Start(); !s.ok()) {

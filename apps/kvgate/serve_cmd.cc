@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common/log.h"
 #include "gateway/gateway.h"
+#include "mocker/fleet.h"
 
 namespace kvgate::app {
 namespace {
@@ -46,6 +47,40 @@ std::string DefaultModelDir() {
   return {};
 }
 
+// The mock model's MoE shape when nothing else defines one.
+constexpr uint32_t kMockMoeLayers = 4;
+constexpr uint32_t kMockMoeTopK = 2;
+
+// The embedded default: simulated engines in this process, added to the gateway's workers.
+Status StartMockFleet(const api::ModelFiles& files, gateway::GatewayConfig& c,
+                      mocker::MockFleet& fleet) {
+  const gateway::MockWorkersConfig& m = c.mock;
+  if (m.count == 0) return Status::Ok();
+  if (c.moe_layers == 0 || c.moe_top_k == 0) {
+    c.moe_layers = kMockMoeLayers;
+    c.moe_top_k = kMockMoeTopK;
+  }
+  mocker::FleetOptions o;
+  o.count = m.count;
+  o.engine = m.engine;
+  o.model = c.models.front();
+  o.block_size = c.block_size;
+  o.num_blocks = m.num_blocks;
+  o.speedup = m.speedup;
+  o.moe = {c.moe_layers, c.moe_top_k, m.moe_experts};
+  o.model_files = files;
+  if (Status s = fleet.Start(o); !s.ok()) return s;
+  for (const mocker::FleetMember& member : fleet.members()) {
+    gateway::WorkerConfig w;
+    w.url = member.url;
+    w.engine = m.engine;
+    w.kv_events = member.kv_events;
+    w.kv_replay = member.kv_replay;
+    c.workers.push_back(w);
+  }
+  return Status::Ok();
+}
+
 int RunServe(const ServeFlags& f) {
   gateway::GatewayConfig c;
   if (!f.config_file.empty()) {
@@ -67,7 +102,7 @@ int RunServe(const ServeFlags& f) {
   if (f.mock_engine) {
     auto kind = engines::ParseEngineKind(*f.mock_engine);
     if (!kind) {
-      std::cerr << "kvgate serve: --mock-engine must be vllm or sglang\n";
+      std::cerr << "kvgate serve: --mock-engine must be one of " << engines::EngineNames() << '\n';
       return 2;
     }
     c.mock.engine = *kind;
@@ -93,7 +128,20 @@ int RunServe(const ServeFlags& f) {
     return 2;
   }
 
-  gateway::Gateway gw(c);
+  // The model files are loaded once: the gateway and the mock workers share them.
+  api::ModelFiles files;
+  if (!c.model_dir.empty()) {
+    if (Status s = api::LoadModelFiles(c.model_dir, &files); !s.ok()) {
+      std::cerr << "kvgate serve: " << s.message() << '\n';
+      return 1;
+    }
+  }
+  mocker::MockFleet fleet;
+  if (Status s = StartMockFleet(files, c, fleet); !s.ok()) {
+    std::cerr << "kvgate serve: " << s.message() << '\n';
+    return 1;
+  }
+  gateway::Gateway gw(c, files);
   if (Status s = gw.Start(); !s.ok()) {
     std::cerr << "kvgate serve: " << s.message() << '\n';
     return 1;
@@ -114,6 +162,7 @@ int RunServe(const ServeFlags& f) {
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Log(LogLevel::kInfo, "kvgate serve: shutting down");
   gw.Stop();
+  fleet.Stop();
   return 0;
 }
 
@@ -132,7 +181,8 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--model", f.model, "Served model name (default kvgate-mock)");
   cmd->add_option("--worker", f.workers, "Engine base URL (repeatable; vllm engine, no events)");
   cmd->add_option("--mock-workers", f.mock_workers, "Start N simulated engines in-process");
-  cmd->add_option("--mock-engine", f.mock_engine, "Engine the mock workers imitate: vllm|sglang");
+  cmd->add_option("--mock-engine", f.mock_engine,
+                  "Engine the mock workers imitate: vllm|vllm-lists|sglang");
   cmd->add_option("--mock-num-blocks", f.mock_num_blocks, "KV blocks per mock worker");
   cmd->add_option("--mock-speedup", f.mock_speedup, "Divide mock step times by X");
   cmd->add_option("--policy", f.policy, "kv|round_robin|random|least_loaded|approx (default kv)");

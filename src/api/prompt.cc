@@ -6,6 +6,7 @@
 
 #include "api/request_fields.h"
 #include "chat/chat_template.h"
+#include "common/log.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvgate::api {
@@ -28,7 +29,8 @@ Status TokenIds(const json::array& a, std::string_view what, std::vector<uint32_
   ids->reserve(a.size());
   for (const json::value& v : a) {
     if (!v.is_int64() || v.as_int64() < 0 || v.as_int64() > UINT32_MAX) {
-      return Status::Error(fmt::format("'{}' must be token ids (non-negative integers)", what));
+      return Status::InvalidArgument(
+          fmt::format("'{}' must be token ids (non-negative integers)", what));
     }
     ids->push_back(static_cast<uint32_t>(v.as_int64()));
   }
@@ -53,7 +55,7 @@ Status PlainChat(const json::array& messages, std::string* text) {
   for (const json::value& m : messages) {
     const json::object* mo = m.if_object();
     if (mo == nullptr || !mo->contains("role") || !mo->at("role").is_string()) {
-      return Status::Error("each message needs a 'role' string");
+      return Status::InvalidArgument("each message needs a 'role' string");
     }
     *text += fmt::format("<|{}|>\n{}\n", std::string_view(mo->at("role").as_string()),
                          mo->contains("content") ? ContentText(mo->at("content")) : "");
@@ -67,12 +69,12 @@ Status PlainChat(const json::array& messages, std::string* text) {
 Status PromptTokens(Api api, const json::value& request, const PromptModel& model,
                     std::vector<uint32_t>* ids) {
   ids->clear();
-  if (!request.is_object()) return Status::Error("the body must be a JSON object");
+  if (!request.is_object()) return Status::InvalidArgument("the body must be a JSON object");
   const json::object& body = request.as_object();
   switch (api) {
     case Api::kCompletions: {
       const json::value* prompt = Field(body, "prompt");
-      if (prompt == nullptr) return Status::Error("'prompt' is required");
+      if (prompt == nullptr) return Status::InvalidArgument("'prompt' is required");
       if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids);
       if (prompt->is_array()) {
         const json::array& a = prompt->as_array();
@@ -81,12 +83,12 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
         if (!a.empty() && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
         return TokenIds(a, "prompt", ids);
       }
-      return Status::Error("'prompt' must be a string or a list of token ids");
+      return Status::InvalidArgument("'prompt' must be a string or a list of token ids");
     }
     case Api::kChat: {
       const json::value* messages = Field(body, "messages");
       if (messages == nullptr || !messages->is_array() || messages->as_array().empty()) {
-        return Status::Error("'messages' must be a non-empty list");
+        return Status::InvalidArgument("'messages' must be a non-empty list");
       }
       std::string text;
       if (model.chat_template != nullptr) {
@@ -98,16 +100,30 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
     }
     case Api::kGenerate: {
       if (const json::value* input_ids = Field(body, "input_ids")) {
-        if (!input_ids->is_array()) return Status::Error("'input_ids' must be a list of token ids");
+        if (!input_ids->is_array())
+          return Status::InvalidArgument("'input_ids' must be a list of token ids");
         return TokenIds(input_ids->as_array(), "input_ids", ids);
       }
       if (const json::value* text = Field(body, "text"); text && text->is_string()) {
         return TextTokens(text->as_string(), true, model, ids);
       }
-      return Status::Error("'input_ids' or 'text' is required");
+      return Status::InvalidArgument("'input_ids' or 'text' is required");
     }
   }
-  return Status::Error("unknown API");
+  return Status::InvalidArgument("unknown API");
+}
+
+Status LoadModelFiles(const std::string& dir, ModelFiles* out) {
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  if (Status s = tokenizer::Tokenizer::Load(dir + "/tokenizer.json", &tok); !s.ok()) return s;
+  out->tokenizer = std::move(tok);
+  std::unique_ptr<chat::ChatTemplate> tmpl;
+  if (Status s = chat::ChatTemplate::Load(dir, &tmpl); s.ok()) {
+    out->chat_template = std::move(tmpl);
+  } else {
+    Log(LogLevel::kWarn, "{}; chat requests use a plain rendering", s.message());
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvgate::api

@@ -6,6 +6,8 @@
 
 #include <boost/json/fwd.hpp>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -29,6 +31,17 @@ struct PromptModel {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const chat::ChatTemplate* chat_template = nullptr;
 };
+
+// A model directory's tokenizer.json and chat template, loaded once and shared by whoever
+// serves the model (the gateway and its in-process mock workers).
+struct ModelFiles {
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
+  std::shared_ptr<const chat::ChatTemplate> chat_template;  // null: the model has none
+  PromptModel prompt_model() const { return {tokenizer.get(), chat_template.get()}; }
+};
+// Fails when tokenizer.json cannot be loaded; a missing or broken template is logged and
+// left null (chat then routes on a plain rendering).
+Status LoadModelFiles(const std::string& dir, ModelFiles* out);
 
 // A batch of completion prompts yields the first prompt's ids.
 // Fails (the message is a 400 for the client) on a missing or ill-typed prompt field, an

@@ -2,6 +2,13 @@
 
 namespace kvgate::api {
 
+std::string SseEvent(std::string_view data) {
+  std::string event;
+  event.reserve(data.size() + 8);
+  event.append("data: ").append(data).append("\n\n");
+  return event;
+}
+
 // An event ends at "\n\n" or "\r\n\r\n" (engines use the former; proxies may rewrite).
 size_t SseSplitter::FindEventEnd(size_t from) const {
   const size_t lf = pending_.find("\n\n", from);

@@ -1,11 +1,17 @@
-// Splits a server-sent-events byte stream, arriving in arbitrary pieces, into whole events
-// (the text before each blank line), so a proxy can look at one event at a time.
+// Server-sent events, both ways: writing one event (gateway and mocker alike), and splitting
+// a byte stream arriving in arbitrary pieces into whole events (the text before each blank
+// line), so a proxy can look at one event at a time.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace kvgate::api {
+
+// "data: <data>\n\n". `data` is one line (compact JSON is).
+std::string SseEvent(std::string_view data);
+// The end-of-stream event OpenAI-compatible servers send.
+inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 class SseSplitter {
  public:

@@ -28,21 +28,41 @@ bool TakeFrom(json::object& o, std::string_view start_key, json::value& holder, 
 
 }  // namespace
 
+constexpr Traits kEngines[] = {
+    {EngineKind::kVllm, "vllm", wire::EventFormat::kVllmMap, "routed_experts_prompt_start",
+     ExpertsForm::kNpyBase64},
+    {EngineKind::kVllmLists, "vllm-lists", wire::EventFormat::kVllmMap,
+     "routed_experts_prompt_start", ExpertsForm::kJsonLists},
+    {EngineKind::kSglang, "sglang", wire::EventFormat::kSglang, "routed_experts_start_len",
+     ExpertsForm::kInt32Base64},
+};
+
+constexpr bool TableInEnumOrder() {
+  for (size_t i = 0; i < std::size(kEngines); ++i) {
+    if (static_cast<size_t>(kEngines[i].kind) != i) return false;
+  }
+  return true;
+}
+static_assert(TableInEnumOrder(), "kEngines is indexed by EngineKind");
+
+const Traits& TraitsOf(EngineKind kind) { return kEngines[static_cast<size_t>(kind)]; }
+
+std::span<const Traits> AllEngines() { return kEngines; }
+
 std::optional<EngineKind> ParseEngineKind(std::string_view name) {
-  if (name == "vllm") return EngineKind::kVllm;
-  if (name == "sglang") return EngineKind::kSglang;
+  for (const Traits& t : kEngines) {
+    if (t.name == name) return t.kind;
+  }
   return std::nullopt;
 }
 
-std::string_view EngineName(EngineKind kind) {
-  return kind == EngineKind::kVllm ? "vllm" : "sglang";
-}
+std::string_view EngineName(EngineKind kind) { return TraitsOf(kind).name; }
+
+std::string_view EngineNames() { return "vllm|vllm-lists|sglang"; }
 
 void AskForRoutedExperts(EngineKind kind, uint64_t start, json::object& body) {
   body["return_routed_experts"] = true;
-  if (start == 0) return;
-  body[kind == EngineKind::kVllm ? "routed_experts_prompt_start" : "routed_experts_start_len"] =
-      start;
+  if (start != 0) body[TraitsOf(kind).experts_start_field] = start;
 }
 
 bool TakeRoutedExperts(json::object& response, json::value& holder, uint64_t* start) {
@@ -51,14 +71,17 @@ bool TakeRoutedExperts(json::object& response, json::value& holder, uint64_t* st
   if (json::value* choices = response.if_contains("choices"); choices && choices->is_array()) {
     for (json::value& c : choices->as_array()) {
       if (json::object* co = c.if_object()) {
-        found = TakeFrom(*co, "routed_experts_prompt_start", holder, start) || found;
+        found =
+            TakeFrom(*co, TraitsOf(EngineKind::kVllm).experts_start_field, holder, start) || found;
       }
     }
   }
   for (std::string_view ext : {"sglext", "meta_info"}) {
     json::value* e = response.if_contains(ext);
     if (e == nullptr || !e->is_object()) continue;
-    found = TakeFrom(e->as_object(), "routed_experts_start_len", holder, start) || found;
+    found = TakeFrom(e->as_object(), TraitsOf(EngineKind::kSglang).experts_start_field, holder,
+                     start) ||
+            found;
     if (ext == "sglext" && e->as_object().empty()) response.erase(ext);
   }
   return found;

@@ -1,28 +1,58 @@
-// What differs between engines behind the gateway (vLLM, SGLang): how to ask one for
-// routed experts, and where its responses carry them.
+// What differs between the engines behind the gateway, in one table (`Traits`): how each
+// publishes KV events, how it is asked for routed experts and in which form it returns
+// them. Adding an engine is one table entry (plus a wire decoder variant when its events
+// look new). Also the response readers every engine shares.
 #pragma once
 
 #include <boost/json/fwd.hpp>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
+
+#include "wire/encode.h"
 
 namespace kvgate::engines {
 
-enum class EngineKind : uint8_t { kVllm, kSglang };
+enum class EngineKind : uint8_t {
+  kVllm,
+  kVllmLists,  // vLLM returning routed experts as nested JSON lists (older releases)
+  kSglang,
+};
+
+// How an engine's response carries routed experts.
+enum class ExpertsForm : uint8_t {
+  kNpyBase64,    // vLLM: base64 of .npy bytes in choices[i].routed_experts
+  kJsonLists,    // vLLM: [[[e] x top_k] x layers] x rows in choices[i].routed_experts
+  kInt32Base64,  // SGLang: base64 int32 bytes in sglext (OpenAI) / meta_info (/generate)
+};
+
+struct Traits {
+  EngineKind kind;
+  std::string_view name;           // as in configs and flags
+  wire::EventFormat event_format;  // what its KV event publisher sends
+  // The request field that skips the first N prompt rows of routed experts, and the same
+  // name in the response reports what the engine applied.
+  std::string_view experts_start_field;
+  ExpertsForm experts_form;
+};
+
+const Traits& TraitsOf(EngineKind kind);
+std::span<const Traits> AllEngines();
 std::optional<EngineKind> ParseEngineKind(std::string_view name);
 std::string_view EngineName(EngineKind kind);
+// "vllm|vllm-lists|sglang", for help texts and errors.
+std::string_view EngineNames();
 
-// Adds to a request body what makes `kind` return routed experts, skipping the first
-// `start` prompt rows: vLLM `return_routed_experts` + `routed_experts_prompt_start`,
-// SGLang `return_routed_experts` + `routed_experts_start_len`.
+// Adds to a request body what makes the engine return routed experts, skipping the first
+// `start` prompt rows: `return_routed_experts` and the engine's start field.
 void AskForRoutedExperts(EngineKind kind, uint64_t start, boost::json::object& body);
 
 // Engine-native routed experts found in a response object (a JSON body or one SSE chunk)
 // are moved into `holder` and removed from the response, so the client sees them once,
 // normalized, under `nvext`; `start` is what the engine reported it applied.
-// Looks in choices[i].routed_experts (vLLM), sglext.routed_experts (SGLang OpenAI) and
-// meta_info.routed_experts (SGLang /generate).
+// Looks wherever any engine puts them: choices[i] (vLLM), sglext (SGLang OpenAI) and
+// meta_info (SGLang /generate).
 bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder, uint64_t* start);
 
 // Prompt and completion token counts a response (or a usage chunk) reports.

@@ -40,7 +40,8 @@ std::function<void(const YAML::Node&)> Millis(std::chrono::milliseconds& field) 
 std::function<void(const YAML::Node&)> Engine(engines::EngineKind& field) {
   return [&field](const YAML::Node& n) {
     auto kind = engines::ParseEngineKind(n.as<std::string>());
-    if (!kind) throw std::runtime_error("engine must be vllm or sglang");
+    if (!kind)
+      throw std::runtime_error(fmt::format("engine must be one of {}", engines::EngineNames()));
     field = *kind;
   };
 }

@@ -1,15 +1,16 @@
-// `kvgate serve`: the OpenAI-compatible KV-aware gateway (DESIGN.md §6-§7). Wires the
-// pieces together: HTTP server -> request preprocessing (chat template, tokenizer, block
-// hashes) -> router over the prefix index and load -> upstream client to the chosen engine;
-// the KV event subscriber keeps the index current; optional in-process simulated workers.
+// `kvgate serve`: the OpenAI-compatible KV-aware gateway, as a composition of its parts:
+// the HTTP server and its route table -> InferenceCall (request -> hashes -> router ->
+// upstream engine) ; the KV event subscriber keeps the prefix index the router reads; the
+// worker pool watches the engines' health. Simulated workers, when wanted, are started by
+// the caller and passed in as ordinary workers.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "api/prompt.h"
 #include "common/status.h"
 #include "gateway/config.h"
 
@@ -17,16 +18,17 @@ namespace kvgate::gateway {
 
 class Gateway {
  public:
-  explicit Gateway(GatewayConfig config);
+  // `model_files`: the tokenizer and template of config.model_dir when the caller loaded
+  // them already (to share them); otherwise Start loads them.
+  explicit Gateway(GatewayConfig config, api::ModelFiles model_files = {});
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
 
-  // Loads the model files, starts mock workers (if any), subscribes to KV events, starts
-  // health checks and the HTTP server.
+  // Subscribes to KV events, starts health checks and the HTTP server.
   Status Start();
   uint16_t port() const;
-  // Base URLs of the workers (mock workers included), in worker-id order.
+  // Base URLs of the workers, in worker-id order.
   std::vector<std::string> worker_urls() const;
   // Stops accepting, lets in-flight requests finish up to the configured grace, stops all.
   void Stop();

@@ -2,9 +2,29 @@
 // (load, health, KV event streams, index size) are read when /metrics is scraped.
 #pragma once
 
-#include "gateway/metrics.h"
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "metrics/metrics.h"
+
+namespace kvgate::events {
+class Subscriber;
+}
+namespace kvgate::kv {
+class PrefixIndex;
+}
+namespace kvgate::routing {
+class Router;
+}
 
 namespace kvgate::gateway {
+
+class WorkerPool;
+using metrics::CounterFamily;
+using metrics::HistogramFamily;
+using metrics::LabelValues;
+using metrics::LatencyBuckets;
 
 struct GatewayMetrics {
   CounterFamily requests{
@@ -33,5 +53,17 @@ struct GatewayMetrics {
                                 "Responses whose routed experts were missing or malformed.",
                                 {}};
 };
+
+// The state /metrics mirrors, read when it is scraped.
+struct MetricsSources {
+  const std::atomic<int64_t>& in_flight;
+  const WorkerPool& workers;
+  const routing::Router& router;
+  const events::Subscriber& subscriber;
+  const kv::PrefixIndex& index;
+};
+
+// The whole Prometheus text of /metrics.
+std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& sources);
 
 }  // namespace kvgate::gateway

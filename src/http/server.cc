@@ -6,7 +6,6 @@
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
-#include <boost/json.hpp>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -58,11 +57,12 @@ struct ResponseState : std::enable_shared_from_this<ResponseState> {
 
 class ResponderImpl : public Responder {
  public:
-  explicit ResponderImpl(std::shared_ptr<ResponseState> state) : state_(std::move(state)) {}
+  ResponderImpl(std::shared_ptr<ResponseState> state, ErrorFormatter errors)
+      : state_(std::move(state)), errors_(std::move(errors)) {}
   ~ResponderImpl() override {
     if (!answered_) {
-      state_->Push({Piece::kSend, 500, "application/json",
-                    OpenAiError(500, "the handler did not answer", "internal_error")});
+      ErrorResponse e = errors_(500, "the handler did not answer");
+      state_->Push({Piece::kSend, 500, std::move(e.content_type), std::move(e.body)});
     } else if (streaming_ && !ended_) {
       state_->Push({Piece::kEnd, 0, {}, {}});
     }
@@ -92,6 +92,9 @@ class ResponderImpl : public Responder {
   // The handler owns the answer; these flags need no lock as long as one thread answers at
   // a time, which Responder's contract (calls in order) implies.
   std::shared_ptr<ResponseState> state_;
+  // A copy: a handler may hold its responder past the server's end. Formatters are plain
+  // functions, so the copy does not allocate.
+  ErrorFormatter errors_;
   bool answered_ = false;
   bool streaming_ = false;
   bool ended_ = false;
@@ -113,10 +116,8 @@ Request ToRequest(const bhttp::request<bhttp::string_body>& r) {
 
 }  // namespace
 
-std::string OpenAiError(int status, std::string_view message, std::string_view type) {
-  boost::json::object error{
-      {"message", message}, {"type", type}, {"param", nullptr}, {"code", status}};
-  return boost::json::serialize(boost::json::object{{"error", std::move(error)}});
+ErrorResponse PlainTextError(int, std::string_view message) {
+  return {"text/plain; charset=utf-8", std::string(message) + "\n"};
 }
 
 struct Server::Impl {
@@ -240,19 +241,18 @@ struct Server::Impl {
       auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
       first = false;
       if (ec == bhttp::error::body_limit) {
-        co_await WriteWhole(stream, 413, "application/json",
-                            OpenAiError(413, fmt::format("request body larger than {} bytes",
-                                                         options.max_body_bytes)),
-                            false);
+        const ErrorResponse e = options.error_formatter(
+            413, fmt::format("request body larger than {} bytes", options.max_body_bytes));
+        co_await WriteWhole(stream, 413, e.content_type, e.body, false);
         co_await LingeringClose(stream);
         break;
       }
       if (ec) {
         if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
             ec != asio::error::eof && ec != asio::error::connection_reset) {
-          co_await WriteWhole(
-              stream, 400, "application/json",
-              OpenAiError(400, fmt::format("malformed HTTP request: {}", ec.message())), false);
+          const ErrorResponse e =
+              options.error_formatter(400, fmt::format("malformed HTTP request: {}", ec.message()));
+          co_await WriteWhole(stream, 400, e.content_type, e.body, false);
         }
         break;
       }
@@ -262,7 +262,7 @@ struct Server::Impl {
       auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
       ++in_flight;
       try {
-        handler(ToRequest(msg), std::make_shared<ResponderImpl>(state));
+        handler(ToRequest(msg), std::make_shared<ResponderImpl>(state, options.error_formatter));
       } catch (const std::exception& e) {
         Log(LogLevel::kError, "handler threw: {}", e.what());
       }

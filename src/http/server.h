@@ -45,6 +45,16 @@ class Responder {
 
 using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
 
+// How the server words the errors it answers by itself (a body over the limit, a malformed
+// request, a handler that never answered): the protocol above HTTP decides the shape.
+struct ErrorResponse {
+  std::string content_type;
+  std::string body;
+};
+using ErrorFormatter = std::function<ErrorResponse(int status, std::string_view message)>;
+// Plain text: the message alone.
+ErrorResponse PlainTextError(int status, std::string_view message);
+
 struct ServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;  // 0: any free port
@@ -52,6 +62,7 @@ struct ServerOptions {
   size_t max_body_bytes = 32u << 20;
   std::chrono::milliseconds header_timeout{30'000};  // to receive a whole first request
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive, until the next request
+  ErrorFormatter error_formatter = PlainTextError;
 };
 
 class EventLoops;
@@ -73,9 +84,5 @@ class Server {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The OpenAI error body: {"error": {"message", "type", "param": null, "code"}}.
-std::string OpenAiError(int status, std::string_view message,
-                        std::string_view type = "invalid_request_error");
 
 }  // namespace kvgate::http

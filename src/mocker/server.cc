@@ -11,11 +11,14 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
-#include "api/prompt.h"
+#include "api/error.h"
+#include "api/request.h"
 #include "api/request_fields.h"
+#include "api/sse.h"
 #include "common/base64.h"
 #include "common/log.h"
 #include "http/server.h"
+#include "metrics/metrics.h"
 #include "mocker/event_publisher.h"
 
 namespace kvgate::mocker {
@@ -25,6 +28,7 @@ namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 
 using api::Api;
+using engines::EngineKind;
 
 // Without a tokenizer, generated tokens read as words from this list.
 constexpr const char* kWords[] = {"the", "cache",  "of",   "keys",   "and",    "values",
@@ -38,15 +42,6 @@ std::string TokenText(uint32_t token) {
 // A client error; its message is the 400's.
 using BadRequest = api::BadField;
 using api::Field;
-
-uint32_t PositiveInt(const json::object& o, std::string_view key, uint32_t fallback) {
-  const json::value* v = Field(o, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_int64() || v->as_int64() < 1 || v->as_int64() > (1 << 20)) {
-    throw BadRequest{fmt::format("'{}' must be a positive integer", key)};
-  }
-  return static_cast<uint32_t>(v->as_int64());
-}
 
 uint32_t NonNegativeInt(const json::object& o, std::string_view key) {
   const json::value* v = Field(o, key);
@@ -68,16 +63,13 @@ size_t CompleteUtf8Prefix(std::string_view s) {
   return s.size();
 }
 
-std::string Sse(const json::value& v) { return "data: " + json::serialize(v) + "\n\n"; }
+std::string Sse(const json::value& v) { return api::SseEvent(json::serialize(v)); }
+
+http::ErrorResponse OpenAiError(int status, std::string_view message) {
+  return {"application/json", api::ErrorBody(status, message)};
+}
 
 }  // namespace
-
-std::optional<EngineKind> ParseEngineKind(std::string_view name) {
-  if (name == "vllm") return EngineKind::kVllm;
-  if (name == "vllm-lists") return EngineKind::kVllmLists;
-  if (name == "sglang") return EngineKind::kSglang;
-  return std::nullopt;
-}
 
 struct MockerServer::Impl {
   struct Pending {
@@ -126,7 +118,7 @@ struct MockerServer::Impl {
   // ---------- HTTP side ----------
   void Handle(const http::Request& req, std::shared_ptr<http::Responder> r) {
     auto error = [&](int status, std::string_view message) {
-      r->Send(status, "application/json", http::OpenAiError(status, message));
+      r->Send(status, "application/json", api::ErrorBody(status, message));
     };
     if (req.method == "GET" && req.path == "/health") return r->Send(200, "text/plain", "ok");
     if (req.method == "GET" && req.path == "/metrics") {
@@ -162,7 +154,7 @@ struct MockerServer::Impl {
     if (req.method != "POST") return error(405, "use POST");
     boost::system::error_code ec;
     json::value body = json::parse(req.body, ec);
-    if (ec || !body.is_object()) return error(400, "the body must be a JSON object");
+    if (ec) return error(400, fmt::format("the body is not valid JSON: {}", ec.message()));
     try {
       Pending p = Parse(api, body);
       p.responder = std::move(r);
@@ -173,49 +165,30 @@ struct MockerServer::Impl {
   }
 
   Pending Parse(Api api, const json::value& body) {
+    api::InferenceRequest request;
+    const api::PromptModel model{options.tokenizer.get(), options.chat_template.get()};
+    if (Status s = api::ParseInferenceRequest(api, body, model, &request); !s.ok()) {
+      throw BadRequest{s.message()};
+    }
     const json::object& o = body.as_object();
+    if (const json::value* prompt = Field(o, "prompt");
+        api == Api::kCompletions && prompt && prompt->is_array() && prompt->as_array().size() > 1 &&
+        (prompt->as_array()[0].is_string() || prompt->as_array()[0].is_array())) {
+      throw BadRequest{"batched prompts are not simulated: send one prompt per request"};
+    }
     Pending p;
     p.api = api;
     p.id = next_id++;
     p.created = std::chrono::duration_cast<std::chrono::seconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
-    p.stream = api::BoolField(o, "stream");
-    p.model = Field(o, "model") && o.at("model").is_string()
-                  ? std::string(o.at("model").as_string())
-                  : options.model;
-    if (const json::value* so = Field(o, "stream_options"); so && so->is_object()) {
-      p.include_usage = api::BoolField(so->as_object(), "include_usage");
-    }
-    p.want_experts = options.return_routed_experts || api::BoolField(o, "return_routed_experts");
-    p.experts_start =
-        NonNegativeInt(o, options.kind == EngineKind::kSglang ? "routed_experts_start_len"
-                                                              : "routed_experts_prompt_start");
-    if (const json::value* prompt = Field(o, "prompt");
-        api == Api::kCompletions && prompt && prompt->is_array() && prompt->as_array().size() > 1 &&
-        (prompt->as_array()[0].is_string() || prompt->as_array()[0].is_array())) {
-      throw BadRequest{"batched prompts are not simulated: send one prompt per request"};
-    }
-    const api::PromptModel model{options.tokenizer.get(), options.chat_template.get()};
-    if (Status s = api::PromptTokens(api, body, model, &p.prompt); !s.ok()) {
-      throw BadRequest{s.message()};
-    }
-    switch (api) {
-      case Api::kCompletions:
-        p.max_tokens = PositiveInt(o, "max_tokens", 16);
-        break;
-      case Api::kChat:
-        p.max_tokens = PositiveInt(o, "max_completion_tokens", PositiveInt(o, "max_tokens", 16));
-        break;
-      case Api::kGenerate:
-        p.max_tokens = 16;
-        if (const json::value* sp = Field(o, "sampling_params")) {
-          if (!sp->is_object()) throw BadRequest{"'sampling_params' must be an object"};
-          p.max_tokens = PositiveInt(sp->as_object(), "max_new_tokens", 16);
-        }
-        break;
-    }
-    if (p.prompt.empty()) throw BadRequest{"the prompt is empty"};
+    p.stream = request.stream;
+    p.include_usage = request.include_usage;
+    p.model = request.model.empty() ? options.model : request.model;
+    p.want_experts = options.return_routed_experts || request.extra.routed_experts;
+    p.experts_start = NonNegativeInt(o, engines::TraitsOf(options.kind).experts_start_field);
+    p.max_tokens = request.max_tokens.value_or(16);
+    p.prompt = std::move(request.prompt);
     const size_t blocks = (p.prompt.size() + p.max_tokens + options.engine.block_size - 1) /
                           options.engine.block_size;
     if (blocks > options.engine.num_blocks) {
@@ -244,7 +217,7 @@ struct MockerServer::Impl {
       boost::system::error_code ec;
       json::value v = json::parse(req.body, ec);
       if (ec || !v.is_object()) {
-        return r->Send(400, "application/json", http::OpenAiError(400, "faults must be an object"));
+        return r->Send(400, "application/json", api::ErrorBody(400, "faults must be an object"));
       }
       const json::object& o = v.as_object();
       auto set = [&](const char* key, auto& field) {
@@ -268,24 +241,25 @@ struct MockerServer::Impl {
                                          {"delay_ms", faults.delay_ms}}));
   }
 
+  // Read when scraped: the engine thread keeps the numbers in atomics.
   std::string Metrics() const {
     std::string out;
-    auto metric = [&](const char* name, const char* type, const char* help, double value) {
-      out +=
-          fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+    auto metric = [&](const char* name, const char* help, double value, bool gauge = false) {
+      metrics::CounterFamily family(name, help, {}, gauge);
+      family.Add({}, value);
+      family.Render(out);
     };
-    metric("kvgate_mocker_requests_total", "counter", "Requests accepted.", requests_total);
-    metric("kvgate_mocker_finished_total", "counter", "Requests finished.", finished_total);
-    metric("kvgate_mocker_prompt_tokens_total", "counter", "Prompt tokens.", prompt_tokens_total);
-    metric("kvgate_mocker_prefix_cache_hit_tokens_total", "counter",
+    metric("kvgate_mocker_requests_total", "Requests accepted.", requests_total);
+    metric("kvgate_mocker_finished_total", "Requests finished.", finished_total);
+    metric("kvgate_mocker_prompt_tokens_total", "Prompt tokens.", prompt_tokens_total);
+    metric("kvgate_mocker_prefix_cache_hit_tokens_total",
            "Prompt tokens served from the prefix cache.", cached_tokens_total);
-    metric("kvgate_mocker_generation_tokens_total", "counter", "Generated tokens.",
-           generation_tokens_total);
-    metric("kvgate_mocker_event_batches_total", "counter", "KV event batches published.",
-           batches_published);
-    metric("vllm:num_requests_running", "gauge", "Requests running.", running);
-    metric("vllm:num_requests_waiting", "gauge", "Requests waiting.", waiting);
-    metric("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (0-1).", kv_usage);
+    metric("kvgate_mocker_generation_tokens_total", "Generated tokens.", generation_tokens_total);
+    metric("kvgate_mocker_event_batches_total", "KV event batches published.", batches_published);
+    // vLLM's names, so dashboards made for vLLM read the mocker too.
+    metric("vllm:num_requests_running", "Requests running.", running, true);
+    metric("vllm:num_requests_waiting", "Requests waiting.", waiting, true);
+    metric("vllm:gpu_cache_usage_perc", "KV cache usage (0-1).", kv_usage, true);
     return out;
   }
 
@@ -415,21 +389,21 @@ struct MockerServer::Impl {
   void AddExperts(const Pending& p, json::object* choice, json::object* top) const {
     if (!p.want_experts || !options.moe.enabled()) return;
     const std::vector<uint32_t> all = AllTokens(p);
-    switch (options.kind) {
-      case EngineKind::kSglang: {
+    switch (engines::TraitsOf(options.kind).experts_form) {
+      case engines::ExpertsForm::kInt32Base64: {
         json::object ext{
             {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))},
-            {"routed_experts_start_len", p.experts_start}};
+            {engines::TraitsOf(options.kind).experts_start_field, p.experts_start}};
         if (top) (*top)["sglext"] = std::move(ext);
         break;
       }
-      case EngineKind::kVllm:
+      case engines::ExpertsForm::kNpyBase64:
         if (choice) {
           (*choice)["routed_experts"] = Base64Encode(ExpertsNpy(all, p.experts_start, options.moe));
           (*choice)["routed_experts_prompt_start"] = p.experts_start;
         }
         break;
-      case EngineKind::kVllmLists:
+      case engines::ExpertsForm::kJsonLists:
         if (choice) {
           (*choice)["routed_experts"] =
               json::parse(ExpertsJsonLists(all, p.experts_start, options.moe));
@@ -487,7 +461,7 @@ struct MockerServer::Impl {
                                {"output_ids", json::array(p.output.begin(), p.output.end())},
                                {"meta_info", GenerateMeta(p, finished)}}));
       if (finished) {
-        r.Write("data: [DONE]\n\n");
+        r.Write(std::string(api::kSseDone));
         r.End();
       }
       return;
@@ -538,7 +512,7 @@ struct MockerServer::Impl {
       usage["usage"] = Usage(p);
       r.Write(Sse(usage));
     }
-    r.Write("data: [DONE]\n\n");
+    r.Write(std::string(api::kSseDone));
     r.End();
   }
 };
@@ -557,6 +531,7 @@ Status MockerServer::Start() {
   so.host = s.options.host;
   so.port = s.options.port;
   so.threads = 1;
+  so.error_formatter = OpenAiError;
   s.server = std::make_unique<http::Server>(
       so, [&s](const http::Request& req, std::shared_ptr<http::Responder> r) {
         s.Handle(req, std::move(r));

@@ -10,14 +10,13 @@
 
 #include "chat/chat_template.h"
 #include "common/status.h"
+#include "engines/engines.h"
 #include "mocker/engine.h"
 #include "mocker/routed_experts.h"
 #include "tokenizer/tokenizer.h"
 #include "wire/encode.h"
 
 namespace kvgate::mocker {
-
-enum class EngineKind : uint8_t { kVllm, kVllmLists, kSglang };
 
 struct Faults {
   uint64_t crash_after = 0;    // exit the process after N finished requests (standalone only)
@@ -31,7 +30,7 @@ struct Faults {
 struct MockerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 0;
-  EngineKind kind = EngineKind::kVllm;
+  engines::EngineKind kind = engines::EngineKind::kVllm;  // the engine it imitates
   std::string model = "kvgate-mock";
   EngineConfig engine;
   std::string kv_events;  // ZMQ PUB endpoint; empty: no events
@@ -60,7 +59,5 @@ class MockerServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-std::optional<EngineKind> ParseEngineKind(std::string_view name);
 
 }  // namespace kvgate::mocker

@@ -1,10 +1,10 @@
-#include "gateway/metrics.h"
+#include "metrics/metrics.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-namespace kvgate::gateway {
+namespace kvgate::metrics {
 namespace {
 
 std::string EscapeLabel(const std::string& v) {
@@ -101,4 +101,4 @@ std::vector<double> LatencyBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 }
 
-}  // namespace kvgate::gateway
+}  // namespace kvgate::metrics

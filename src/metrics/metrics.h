@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kvgate::gateway {
+namespace kvgate::metrics {
 
 // Label values in declaration order of the family's label names.
 using LabelValues = std::vector<std::string>;
@@ -53,4 +53,4 @@ class HistogramFamily {
 // Seconds, from 1 ms to 2 minutes: TTFT and request latency.
 std::vector<double> LatencyBuckets();
 
-}  // namespace kvgate::gateway
+}  // namespace kvgate::metrics

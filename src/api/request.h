@@ -1,0 +1,44 @@
+// An inference request as kvgate reads it, the same for the gateway and the mocker: which
+// API, the fields that steer serving (model, streaming, max tokens), what the client asked
+// to get back (nvext, routed experts), and the prompt's token ids. Bad input is a
+// kInvalidArgument Status whose message the client gets.
+#pragma once
+
+#include <boost/json/fwd.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/prompt.h"
+#include "common/status.h"
+
+namespace kvgate::api {
+
+// What `nvext.extra_fields` (and SGLang's `return_routed_experts`) ask for.
+struct ExtraFields {
+  bool worker_id = false;
+  bool cached_blocks = false;
+  bool routed_experts = false;
+  bool any() const { return worker_id || cached_blocks || routed_experts; }
+};
+
+struct InferenceRequest {
+  Api api = Api::kCompletions;
+  std::string model;  // empty when the client named none
+  bool stream = false;
+  bool include_usage = false;          // stream_options.include_usage
+  std::optional<uint32_t> max_tokens;  // max_completion_tokens, max_tokens or max_new_tokens
+  std::string cache_salt;
+  ExtraFields extra;
+  uint64_t routed_experts_start = 0;  // nvext.routed_experts_start
+  bool has_nvext = false;             // the body carries kvgate's own `nvext` object
+  std::vector<uint32_t> prompt;       // never empty
+};
+
+// Reads `body` (the parsed JSON of a request to `api`). Fails on a body that is not an
+// object, a field of the wrong type, a prompt that cannot be tokenized, or an empty prompt.
+Status ParseInferenceRequest(Api api, const boost::json::value& body, const PromptModel& model,
+                             InferenceRequest* out);
+
+}  // namespace kvgate::api

@@ -1,0 +1,137 @@
+#include "api/response_rewriter.h"
+
+#include "api/routed_experts.h"
+
+namespace kvgate::api {
+namespace {
+
+namespace json = boost::json;
+
+bool HasFinishReason(const json::object& o) {
+  const json::value* reason = o.if_contains("finish_reason");
+  return reason && !reason->is_null();
+}
+
+bool IsFinalChunk(const json::object& chunk) {
+  if (const json::value* choices = chunk.if_contains("choices"); choices && choices->is_array()) {
+    for (const json::value& c : choices->as_array()) {
+      if (c.is_object() && HasFinishReason(c.as_object())) return true;
+    }
+  }
+  const json::value* meta = chunk.if_contains("meta_info");
+  return meta && meta->is_object() && HasFinishReason(meta->as_object());
+}
+
+// A chunk left with nothing for the client once kvgate took what it moved elsewhere.
+bool IsEmptyChunk(const json::object& chunk) {
+  const json::value* choices = chunk.if_contains("choices");
+  const bool no_choices =
+      choices == nullptr || (choices->is_array() && choices->as_array().empty());
+  return no_choices && !chunk.contains("usage") && !chunk.contains("meta_info") &&
+         !chunk.contains("text");
+}
+
+std::string Unchanged(std::string_view event) { return std::string(event) + "\n\n"; }
+
+}  // namespace
+
+std::string ResponseRewriter::RewriteBody(std::string body) {
+  boost::system::error_code ec;
+  json::value parsed = json::parse(body, ec);
+  if (ec || !parsed.is_object()) return body;
+  json::object& o = parsed.as_object();
+  if (options_.extra.routed_experts) {
+    experts_found_ = engines::TakeRoutedExperts(o, experts_, &experts_start_);
+  }
+  engines::ReadTokenCounts(o, &counts_);
+  o["nvext"] = Nvext(/*complete=*/true);
+  return json::serialize(o);
+}
+
+void ResponseRewriter::Feed(std::string_view bytes, const Write& write) {
+  splitter_.Feed(bytes, [&](std::string_view event) { OnEvent(event, write); });
+}
+
+void ResponseRewriter::Finish(bool complete, const Write& write) {
+  if (complete && !splitter_.pending().empty()) write(std::string(splitter_.pending()));
+  FlushFinal(complete, write);
+}
+
+void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
+  const std::string data = SseData(event);
+  if (data == "[DONE]") {
+    FlushFinal(/*complete=*/true, write);
+    write(std::string(kSseDone));
+    return;
+  }
+  boost::system::error_code ec;
+  json::value parsed = data.empty() ? json::value() : json::parse(data, ec);
+  if (ec || !parsed.is_object()) {  // not ours to understand: pass it on
+    write(Unchanged(event));
+    return;
+  }
+  json::object& chunk = parsed.as_object();
+  bool modified = false;
+  if (options_.extra.routed_experts) {
+    json::value native;
+    uint64_t start = 0;
+    if (engines::TakeRoutedExperts(chunk, native, &start)) {
+      experts_ = std::move(native);
+      experts_start_ = start;
+      experts_found_ = modified = true;
+    }
+  }
+  engines::ReadTokenCounts(chunk, &counts_);
+  if (options_.drop_usage && chunk.erase("usage")) modified = true;
+  if (modified && IsEmptyChunk(chunk)) return;
+  if (!final_chunk_ && !final_flushed_ && IsFinalChunk(chunk)) {
+    final_chunk_ = std::move(chunk);
+    return;
+  }
+  std::string out = modified ? SseEvent(json::serialize(chunk)) : Unchanged(event);
+  if (final_chunk_) {
+    after_final_.push_back(std::move(out));
+  } else {
+    write(std::move(out));
+  }
+}
+
+void ResponseRewriter::FlushFinal(bool complete, const Write& write) {
+  if (final_flushed_) return;
+  final_flushed_ = true;
+  if (!complete && !final_chunk_) return;  // cut short before the end: nothing to finish
+  json::object chunk =
+      final_chunk_ ? std::move(*final_chunk_) : json::object{{"choices", json::array{}}};
+  final_chunk_.reset();
+  chunk["nvext"] = Nvext(complete);
+  write(SseEvent(json::serialize(chunk)));
+  for (std::string& e : after_final_) write(std::move(e));
+  after_final_.clear();
+}
+
+json::object ResponseRewriter::Nvext(bool complete) {
+  json::object nvext;
+  if (options_.extra.worker_id) {
+    nvext["worker_id"] = options_.worker_id;
+    nvext["dp_rank"] = options_.dp_rank;
+  }
+  if (options_.extra.cached_blocks) nvext["cached_blocks"] = options_.cached_blocks;
+  if (options_.extra.routed_experts) {
+    ExpertsContext context;
+    context.layers = options_.experts_layers;
+    context.top_k = options_.experts_top_k;
+    context.prompt_tokens = counts_.prompt;
+    context.completion_tokens = counts_.completion;
+    context.start = counts_.prompt ? std::min(experts_start_, *counts_.prompt) : experts_start_;
+    std::string problem;
+    json::value normalized =
+        experts_found_ ? NormalizeRoutedExperts(experts_, context, &problem) : json::value(nullptr);
+    if (!experts_found_) problem = "the engine returned no routed experts";
+    // A failed response is counted as such already.
+    if (normalized.is_null() && complete) experts_problem_ = std::move(problem);
+    nvext["routed_experts"] = std::move(normalized);
+  }
+  return nvext;
+}
+
+}  // namespace kvgate::api

@@ -1,0 +1,69 @@
+// Turns an engine's response into the client's: takes the engine-native routed experts
+// out (wherever that engine puts them) and returns them normalized under `nvext` with the
+// other fields the client asked for, drops a usage chunk the client did not ask for, and
+// holds a stream's final chunk until everything that belongs in it has arrived (SGLang
+// sends routed experts in a chunk after the finish_reason).
+#pragma once
+
+#include <boost/json.hpp>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/request.h"
+#include "api/sse.h"
+#include "engines/engines.h"
+
+namespace kvgate::api {
+
+struct RewriteOptions {
+  ExtraFields extra;
+  bool drop_usage = false;  // usage was asked upstream for routed experts only
+  uint32_t experts_layers = 0;
+  uint32_t experts_top_k = 0;
+  // What only the gateway knows: where the request went and what it expected there.
+  uint32_t worker_id = 0;
+  uint32_t dp_rank = 0;
+  uint32_t cached_blocks = 0;
+};
+
+class ResponseRewriter {
+ public:
+  using Write = std::function<void(std::string)>;
+  explicit ResponseRewriter(RewriteOptions options) : options_(options) {}
+
+  // A whole JSON response: `nvext` added (the body is returned as it was when it is not a
+  // JSON object).
+  std::string RewriteBody(std::string body);
+
+  // SSE bytes as they arrive; whatever the client should see now goes to `write`.
+  void Feed(std::string_view bytes, const Write& write);
+  // The stream ended: `complete` when the engine finished it, else it failed part-way
+  // (the final chunk then goes out only if the engine had sent it).
+  void Finish(bool complete, const Write& write);
+
+  // Why routed experts could not be returned, once they were asked for and the response
+  // completed (missing, malformed, wrong size); empty when they were fine.
+  const std::string& experts_problem() const { return experts_problem_; }
+
+ private:
+  void OnEvent(std::string_view event, const Write& write);
+  void FlushFinal(bool complete, const Write& write);
+  boost::json::object Nvext(bool complete);
+
+  const RewriteOptions options_;
+  SseSplitter splitter_;
+  std::optional<boost::json::object> final_chunk_;
+  std::vector<std::string> after_final_;
+  bool final_flushed_ = false;
+  boost::json::value experts_;
+  bool experts_found_ = false;
+  uint64_t experts_start_ = 0;
+  engines::TokenCounts counts_;
+  std::string experts_problem_;
+};
+
+}  // namespace kvgate::api

@@ -1,0 +1,77 @@
+#include "gateway/call_plan.h"
+
+#include <fmt/format.h>
+
+#include "kv/block_hash.h"
+
+namespace kvgate::gateway {
+namespace {
+
+namespace json = boost::json;
+
+// Token counts size the routed-experts array, so a stream must end with its usage chunk;
+// when the client did not ask for it, it is asked for here (the client's other stream
+// options stay) and dropped from the client's stream later.
+bool ForceUsageChunk(json::object& body) {
+  json::value* so = body.if_contains("stream_options");
+  if (so && so->is_object()) {
+    const json::value* usage = so->as_object().if_contains("include_usage");
+    if (usage && *usage == true) return false;
+  }
+  if (so == nullptr || !so->is_object()) so = &(body["stream_options"] = json::object{});
+  so->as_object()["include_usage"] = true;
+  return true;
+}
+
+}  // namespace
+
+std::string CallPlan::EngineBody(engines::EngineKind engine) const {
+  if (!request.extra.routed_experts) return body_;
+  json::object body = experts_body_;
+  engines::AskForRoutedExperts(engine, request.routed_experts_start, body);
+  return json::serialize(body);
+}
+
+Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const http::Request& req,
+                CallPlan* plan) {
+  plan->api = api;
+  plan->path = req.path;
+  for (const char* name : {"x-request-id", "traceparent", "tracestate"}) {
+    if (std::string_view v = req.Header(name); !v.empty()) {
+      plan->forward_headers.emplace_back(name, std::string(v));
+    }
+  }
+  boost::system::error_code ec;
+  json::value body = json::parse(req.body, ec);
+  if (ec)
+    return Status::InvalidArgument(fmt::format("the body is not valid JSON: {}", ec.message()));
+  api::InferenceRequest& r = plan->request;
+  if (Status s = api::ParseInferenceRequest(api, body, model.files.prompt_model(), &r); !s.ok()) {
+    return s;
+  }
+  std::string_view lora_name;
+  if (!r.model.empty()) {
+    if (model.adapters.contains(r.model)) {
+      lora_name = r.model;
+    } else if (!model.names.contains(r.model)) {
+      return Status::NotFound(fmt::format("the model '{}' does not exist", r.model));
+    }
+  }
+  const uint64_t seed = kv::BlockHashSeed(lora_name, r.cache_salt);
+  kv::AppendLocalBlockHashes(r.prompt, model.block_size, seed, false, plan->local_hashes);
+  if (eagle_hashes) {
+    kv::AppendLocalBlockHashes(r.prompt, model.block_size, seed, true, plan->eagle_hashes);
+  }
+
+  json::object& o = body.as_object();
+  if (r.has_nvext) o.erase("nvext");
+  if (r.extra.routed_experts) {
+    if (r.stream && api != api::Api::kGenerate) plan->drop_usage = ForceUsageChunk(o);
+    plan->experts_body_ = std::move(o);
+  } else {
+    plan->body_ = r.has_nvext ? json::serialize(o) : req.body;
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,97 @@
+#include "gateway/gateway_metrics.h"
+
+#include "events/subscriber.h"
+#include "gateway/worker_pool.h"
+#include "kv/prefix_index.h"
+#include "routing/router.h"
+
+namespace kvgate::gateway {
+
+std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) {
+  std::string out;
+  metrics.requests.Render(out);
+  metrics.request_seconds.Render(out);
+  metrics.ttft_seconds.Render(out);
+  metrics.routed.Render(out);
+  metrics.predicted_blocks.Render(out);
+  metrics.prompt_blocks.Render(out);
+  metrics.retries.Render(out);
+  metrics.upstream_errors.Render(out);
+  metrics.experts_invalid.Render(out);
+
+  CounterFamily in_flight_gauge{
+      "kvgate_requests_in_flight", "Client requests in flight.", {}, true};
+  in_flight_gauge.Set({}, static_cast<double>(s.in_flight.load()));
+  in_flight_gauge.Render(out);
+  CounterFamily healthy{
+      "kvgate_worker_healthy", "1 when the worker is in routing.", {"worker"}, true};
+  CounterFamily active_requests{"kvgate_worker_active_requests",
+                                "Requests routed to the worker and not finished.",
+                                {"worker", "dp_rank"},
+                                true};
+  CounterFamily active_prefill{"kvgate_worker_active_prefill_tokens",
+                               "Prompt tokens routed to the worker awaiting their first token.",
+                               {"worker", "dp_rank"},
+                               true};
+  CounterFamily decode_blocks{"kvgate_worker_active_decode_blocks",
+                              "KV blocks of requests decoding on the worker.",
+                              {"worker", "dp_rank"},
+                              true};
+  for (uint32_t id = 0; id < s.workers.size(); ++id) {
+    healthy.Set({std::to_string(id)}, s.workers.healthy(id) ? 1 : 0);
+    for (uint32_t rank = 0; rank < s.workers.worker(id).config.dp_size; ++rank) {
+      const routing::WorkerLoad load = s.router.Load({id, rank});
+      const LabelValues labels{std::to_string(id), std::to_string(rank)};
+      active_requests.Set(labels, load.requests);
+      active_prefill.Set(labels, static_cast<double>(load.prefill_tokens));
+      decode_blocks.Set(labels, static_cast<double>(load.decode_blocks));
+    }
+  }
+  healthy.Render(out);
+  active_requests.Render(out);
+  active_prefill.Render(out);
+  decode_blocks.Render(out);
+
+  CounterFamily batches{"kvgate_kv_event_batches_total", "KV event batches applied.", {"worker"}};
+  CounterFamily invalid{"kvgate_kv_events_invalid_total",
+                        "KV events that could not be decoded (skipped).",
+                        {"worker"}};
+  CounterFamily bad{"kvgate_kv_event_bad_messages_total",
+                    "KV event messages with bad frames or payloads.",
+                    {"worker"}};
+  CounterFamily gaps{
+      "kvgate_kv_event_gaps_total", "Sequence gaps in KV event streams.", {"worker"}};
+  CounterFamily replays{"kvgate_kv_event_replays_total", "Replay requests sent.", {"worker"}};
+  CounterFamily lost{
+      "kvgate_kv_event_lost_batches_total", "Batches never recovered after a gap.", {"worker"}};
+  CounterFamily restarts{"kvgate_kv_event_restarts_total", "Engine restarts detected.", {"worker"}};
+  CounterFamily skipped{"kvgate_kv_stores_skipped_total",
+                        "Stored events not applied, by reason.",
+                        {"worker", "reason"}};
+  for (const auto& [worker, st] : s.subscriber.Stats()) {
+    const LabelValues w{std::to_string(worker)};
+    batches.Add(w, static_cast<double>(st.stream.batches));
+    invalid.Add(w, static_cast<double>(st.events[static_cast<size_t>(wire::EventKind::kInvalid)]));
+    bad.Add(w, static_cast<double>(st.bad_frames + st.bad_payloads));
+    gaps.Add(w, static_cast<double>(st.stream.gaps));
+    replays.Add(w, static_cast<double>(st.stream.replays));
+    lost.Add(w, static_cast<double>(st.stream.lost_batches));
+    restarts.Add(w, static_cast<double>(st.stream.restarts));
+    skipped.Add({w[0], "unknown_parent"}, static_cast<double>(st.apply.unknown_parent));
+    skipped.Add({w[0], "block_size_mismatch"}, static_cast<double>(st.apply.block_size_mismatch));
+    skipped.Add({w[0], "token_count_mismatch"}, static_cast<double>(st.apply.token_count_mismatch));
+  }
+  for (const CounterFamily* f :
+       {&batches, &invalid, &bad, &gaps, &replays, &lost, &restarts, &skipped}) {
+    f->Render(out);
+  }
+  const kv::IndexStats stats = s.index.Stats();
+  CounterFamily index_gauges{"kvgate_index_size", "Prefix index size.", {"what"}, true};
+  index_gauges.Set({"blocks"}, static_cast<double>(stats.nodes));
+  index_gauges.Set({"entries"}, static_cast<double>(stats.entries));
+  index_gauges.Set({"bytes"}, static_cast<double>(stats.approx_bytes));
+  index_gauges.Render(out);
+  return out;
+}
+
+}  // namespace kvgate::gateway

@@ -1,0 +1,215 @@
+#include "gateway/inference_call.h"
+
+#include <fmt/format.h>
+
+#include "api/error.h"
+#include "api/sse.h"
+#include "common/log.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/worker_pool.h"
+
+namespace kvgate::gateway {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+routing::RouteRequest RouteRequestOf(const CallPlan& plan) {
+  routing::RouteRequest route;
+  route.local_hashes = plan.local_hashes;
+  route.eagle_hashes = plan.eagle_hashes;
+  route.prompt_tokens = static_cast<uint32_t>(plan.request.prompt.size());
+  return route;
+}
+
+LogRateLimiter experts_log_limiter(5);
+
+}  // namespace
+
+void InferenceCall::Start(CallServices& s, api::Api api, const http::Request& req,
+                          std::shared_ptr<http::Responder> responder) {
+  CallPlan plan;
+  plan.received = std::chrono::steady_clock::now();
+  auto reject = [&](const Status& status) {
+    s.metrics.requests.Add({req.path, std::to_string(api::HttpStatus(status.code()))});
+    responder->Send(api::HttpStatus(status.code()), "application/json", api::ErrorBody(status));
+  };
+  if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
+    return reject(st);
+  }
+  if (s.in_flight.fetch_add(1) >= static_cast<int64_t>(s.limits.max_in_flight)) {
+    --s.in_flight;
+    return reject({StatusCode::kResourceExhausted,
+                   fmt::format("more than {} requests in flight", s.limits.max_in_flight)});
+  }
+  std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan));
+  if (!decision) {
+    --s.in_flight;
+    return reject({StatusCode::kUnavailable, "no healthy worker is available"});
+  }
+  s.metrics.prompt_blocks.Add({}, static_cast<double>(plan.local_hashes.size()));
+  std::make_shared<InferenceCall>(s, std::move(plan), *decision, std::move(responder))->Send();
+}
+
+InferenceCall::InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,
+                             std::shared_ptr<http::Responder> responder)
+    : services_(services),
+      plan_(std::move(plan)),
+      decision_(decision),
+      responder_(std::move(responder)) {}
+
+InferenceCall::~InferenceCall() {
+  // Abandoned without OnDone (the gateway shut down): still balance the books.
+  if (!finished_) {
+    services_.router.OnFailed(decision_.id);
+    --services_.in_flight;
+  }
+}
+
+void InferenceCall::Send() {
+  const Worker& w = services_.workers.worker(decision_.worker.worker);
+  const std::string worker = std::to_string(w.id);
+  services_.metrics.routed.Add({worker});
+  services_.metrics.predicted_blocks.Add({worker}, decision_.cached_blocks);
+  http::ClientRequest request;
+  request.target = plan_.path;
+  request.body = plan_.EngineBody(w.config.engine);
+  const LimitsConfig& limits = services_.limits;
+  request.timeouts = {limits.connect_timeout, limits.first_byte_timeout, limits.idle_timeout};
+  request.headers = plan_.forward_headers;
+  if (w.config.dp_size > 1) {
+    request.headers.emplace_back("X-data-parallel-rank", std::to_string(decision_.worker.dp_rank));
+  }
+  status_ = 0;
+  body_.clear();
+  services_.client.Fetch(w.endpoint, std::move(request), shared_from_this());
+}
+
+api::ResponseRewriter InferenceCall::MakeRewriter() const {
+  api::RewriteOptions o;
+  o.extra = plan_.request.extra;
+  o.drop_usage = plan_.drop_usage;
+  o.experts_layers = services_.model.experts_layers;
+  o.experts_top_k = services_.model.experts_top_k;
+  o.worker_id = decision_.worker.worker;
+  o.dp_rank = decision_.worker.dp_rank;
+  o.cached_blocks = decision_.cached_blocks;
+  return api::ResponseRewriter(o);
+}
+
+void InferenceCall::CountExpertsProblem(const api::ResponseRewriter& rewriter) {
+  if (rewriter.experts_problem().empty()) return;
+  services_.metrics.experts_invalid.Add({});
+  if (experts_log_limiter.Allow()) {
+    Log(LogLevel::kWarn, "worker {}: routed experts: {}", decision_.worker.worker,
+        rewriter.experts_problem());
+  }
+}
+
+void InferenceCall::OnHeaders(int status, std::string_view content_type) {
+  status_ = status;
+  content_type_ = content_type.empty() ? "application/json" : std::string(content_type);
+  if (status >= 500) return;  // an engine failure: maybe retried, the body is kept as the reason
+  if (content_type.substr(0, 17) == "text/event-stream") {
+    streaming_ = true;
+    if (plan_.request.extra.any()) stream_rewriter_.emplace(MakeRewriter());
+    responder_->Begin(status, std::string(content_type));
+  }
+}
+
+void InferenceCall::OnFirstByte() {
+  first_byte_ = true;
+  services_.router.OnFirstToken(decision_.id);
+  services_.metrics.ttft_seconds.Observe({plan_.path}, SecondsSince(plan_.received));
+}
+
+void InferenceCall::OnBody(std::string_view data) {
+  if (!streaming_) {
+    body_.append(data);
+    return;
+  }
+  if (!first_byte_) OnFirstByte();
+  if (!stream_rewriter_) {
+    responder_->Write(std::string(data));
+    return;
+  }
+  stream_rewriter_->Feed(data, [this](std::string out) { responder_->Write(std::move(out)); });
+}
+
+bool InferenceCall::Retry() {
+  if (!failed_.empty() || !responder_->connected()) return false;  // once per request
+  failed_.push_back(decision_.worker);
+  routing::RouteRequest again = RouteRequestOf(plan_);
+  again.exclude = failed_;
+  auto next = services_.router.Route(again);
+  if (!next) return false;  // the caller fails the first decision
+  services_.router.OnFailed(decision_.id);
+  services_.metrics.retries.Add({});
+  decision_ = *next;
+  Send();
+  return true;
+}
+
+void InferenceCall::OnDone(const Status& status) {
+  const uint32_t worker = decision_.worker.worker;
+  const bool engine_failed = !status.ok() || status_ >= 500;
+  if (engine_failed && !Cancelled()) {
+    services_.metrics.upstream_errors.Add({std::to_string(worker)});
+    services_.workers.ReportFailure(
+        worker, status.ok() ? fmt::format("status {}", status_) : status.message());
+  } else if (!engine_failed) {
+    services_.workers.ReportSuccess(worker);
+  }
+  auto write = [this](std::string out) { responder_->Write(std::move(out)); };
+  if (engine_failed && !streaming_) {
+    if (Retry()) return;
+    const Status failure(status.timed_out() ? StatusCode::kDeadlineExceeded : StatusCode::kAborted,
+                         status.ok() ? fmt::format("worker {} answered {}: {}", worker, status_,
+                                                   body_.substr(0, 300))
+                                     : fmt::format("worker {}: {}", worker, status.message()));
+    const int code = api::HttpStatus(failure.code());
+    Finish(code, /*succeeded=*/false);
+    return responder_->Send(code, "application/json", api::ErrorBody(failure));
+  }
+  if (streaming_) {
+    if (!status.ok()) {
+      // Bytes already reached the client: end the stream with an error event, never a hang.
+      if (stream_rewriter_) stream_rewriter_->Finish(/*complete=*/false, write);
+      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream: {}",
+                                                             worker, status.message()));
+      responder_->Write(api::SseEvent(api::ErrorBody(failure)));
+      Finish(status_, /*succeeded=*/false);
+      return responder_->End();
+    }
+    if (stream_rewriter_) {
+      stream_rewriter_->Finish(/*complete=*/true, write);
+      CountExpertsProblem(*stream_rewriter_);
+    }
+    Finish(status_, /*succeeded=*/true);
+    return responder_->End();
+  }
+  // A whole JSON response (or a 4xx the engine chose): add nvext when asked.
+  if (!first_byte_) OnFirstByte();
+  if (status_ < 400 && plan_.request.extra.any()) {
+    api::ResponseRewriter rewriter = MakeRewriter();
+    body_ = rewriter.RewriteBody(std::move(body_));
+    CountExpertsProblem(rewriter);
+  }
+  Finish(status_, /*succeeded=*/true);
+  responder_->Send(status_, content_type_, std::move(body_));
+}
+
+void InferenceCall::Finish(int status, bool succeeded) {
+  finished_ = true;
+  if (succeeded) {
+    services_.router.OnFinished(decision_.id);
+  } else {
+    services_.router.OnFailed(decision_.id);
+  }
+  services_.metrics.requests.Add({plan_.path, std::to_string(status)});
+  services_.metrics.request_seconds.Observe({plan_.path}, SecondsSince(plan_.received));
+  --services_.in_flight;
+}
+
+}  // namespace kvgate::gateway

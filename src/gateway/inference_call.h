@@ -1,0 +1,80 @@
+// One client inference request's whole life in the gateway: read and hash it, admit it,
+// route it, send it to the engine, stream the response back as it arrives (rewritten for
+// nvext when asked), retry once on the next-best worker when an attempt failed before any
+// byte reached the client, and settle the books (load, in-flight count, metrics) once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/response_rewriter.h"
+#include "gateway/call_plan.h"
+#include "gateway/config.h"
+#include "http/client.h"
+#include "http/server.h"
+#include "routing/router.h"
+
+namespace kvgate::gateway {
+
+struct GatewayMetrics;
+class WorkerPool;
+
+// What the gateway shares with every call.
+struct CallServices {
+  const ServedModel& model;
+  routing::Router& router;
+  WorkerPool& workers;
+  http::Client& client;
+  GatewayMetrics& metrics;
+  const LimitsConfig& limits;
+  std::atomic<int64_t> in_flight{0};
+};
+
+class InferenceCall : public http::ResponseSink,
+                      public std::enable_shared_from_this<InferenceCall> {
+ public:
+  // Serves `req` to `api`; `responder` is answered in every case (errors in OpenAI's shape).
+  static void Start(CallServices& services, api::Api api, const http::Request& req,
+                    std::shared_ptr<http::Responder> responder);
+
+  InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,
+                std::shared_ptr<http::Responder> responder);
+  ~InferenceCall() override;
+
+  void OnHeaders(int status, std::string_view content_type) override;
+  void OnBody(std::string_view data) override;
+  void OnDone(const Status& status) override;
+  bool Cancelled() const override { return !responder_->connected(); }
+
+ private:
+  void Send();
+  bool Retry();
+  void OnFirstByte();
+  api::ResponseRewriter MakeRewriter() const;
+  void CountExpertsProblem(const api::ResponseRewriter& rewriter);
+  // Counts the request and releases its load and its in-flight slot; before the last byte
+  // goes out, so a client that reads /metrics right after its response sees it counted.
+  void Finish(int status, bool succeeded);
+
+  CallServices& services_;
+  const CallPlan plan_;
+  routing::RouteDecision decision_;
+  std::shared_ptr<http::Responder> responder_;
+  std::vector<kv::WorkerKey> failed_;
+  bool finished_ = false;
+
+  // This attempt.
+  int status_ = 0;
+  std::string content_type_;
+  bool streaming_ = false;  // the client's response has begun (SSE)
+  bool first_byte_ = false;
+  std::string body_;  // non-streaming responses, and failed attempts' error bodies
+  std::optional<api::ResponseRewriter> stream_rewriter_;  // when the client asked for nvext
+};
+
+}  // namespace kvgate::gateway

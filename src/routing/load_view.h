@@ -1,0 +1,72 @@
+// Active load per worker: prefill tokens until a request's first token, decode blocks and
+// the request itself until it finishes. Fed by this gateway's routing decisions and, from
+// outside the router, by others' (peer gateway replicas) under their own request ids.
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+
+#include "absl/container/flat_hash_map.h"
+#include "kv/prefix_index.h"
+
+namespace kvgate::routing {
+
+// Unique across processes: the top 16 bits name the process that made it (its origin),
+// the rest count that process's requests.
+using RequestId = uint64_t;
+inline constexpr int kRequestOriginShift = 48;
+inline RequestId MakeRequestId(uint16_t origin, uint64_t sequence) {
+  return (uint64_t{origin} << kRequestOriginShift) |
+         (sequence & ((1ull << kRequestOriginShift) - 1));
+}
+inline uint16_t RequestOrigin(RequestId id) {
+  return static_cast<uint16_t>(id >> kRequestOriginShift);
+}
+
+struct WorkerLoad {
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_blocks = 0;
+  uint32_t requests = 0;
+};
+
+class LoadView {
+ public:
+  // `local_origin`: the origin of this process's request ids; requests of other origins
+  // count as peers'.
+  explicit LoadView(uint16_t local_origin = 0) : local_origin_(local_origin) {}
+
+  void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
+                uint32_t decode_blocks);
+  void OnFirstToken(RequestId id);
+  void OnFinished(RequestId id);  // also for failed and cancelled requests
+  // Forgets a worker's load and its in-flight requests.
+  void RemoveWorker(kv::WorkerKey worker);
+  // Forgets everything requests of `origin` contributed (a peer that went silent).
+  void RemoveOrigin(uint16_t origin);
+
+  // Everyone's load on `worker`.
+  WorkerLoad Load(kv::WorkerKey worker) const;
+  // The part of it from this process's requests, and from other origins'.
+  WorkerLoad LocalLoad(kv::WorkerKey worker) const;
+  WorkerLoad PeersLoad(kv::WorkerKey worker) const;
+  size_t InFlight() const;
+  uint16_t local_origin() const { return local_origin_; }
+
+ private:
+  struct InFlightRequest {
+    kv::WorkerKey worker;
+    uint32_t prefill_tokens;  // 0 once the first token arrived
+    uint32_t decode_blocks;
+  };
+  using Loads = absl::flat_hash_map<kv::WorkerKey, WorkerLoad>;
+  Loads& LoadsOf(RequestId id) { return RequestOrigin(id) == local_origin_ ? local_ : peers_; }
+  void Forget(RequestId id, const InFlightRequest& r);
+
+  const uint16_t local_origin_;
+  mutable std::mutex mu_;
+  absl::flat_hash_map<RequestId, InFlightRequest> requests_;
+  Loads local_, peers_;
+};
+
+}  // namespace kvgate::routing

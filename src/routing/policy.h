@@ -1,0 +1,90 @@
+// How the router chooses among the workers that may take a request: one SelectionPolicy
+// per routing policy (`kv`, and the baselines `round_robin`, `random`, `least_loaded`,
+// `approx`). The router gathers the candidates (load, and the index's overlap when the
+// policy reads it) and records the decision; a policy only picks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string_view>
+
+#include "kv/prefix_index.h"
+#include "routing/load_view.h"
+
+namespace kvgate::routing {
+
+enum class Policy : uint8_t { kKv, kRoundRobin, kRandom, kLeastLoaded, kApprox };
+std::optional<Policy> ParsePolicy(std::string_view name);
+std::string_view PolicyName(Policy policy);
+
+struct KvWeights {
+  // A prefill block costs far more engine time than holding a block while decoding: 8 was
+  // best on both the Mooncake and the synthetic trace, from light load to saturation
+  // (docs/benchmarks.md); 1 let active decode blocks outweigh a cached prefix.
+  double prefill_weight = 8.0;
+  double request_weight = 1.0;
+  double temperature = 0.0;  // 0: argmin; > 0: sample p ~ exp(-normalized_cost / T)
+};
+
+// SGLang-router defaults.
+struct ApproxConfig {
+  uint32_t balance_abs_threshold = 32;
+  double balance_rel_threshold = 1.1;
+  double cache_threshold = 0.5;
+  size_t capacity_blocks = 1 << 20;  // per worker
+};
+
+struct RouterConfig {
+  Policy policy = Policy::kKv;
+  uint32_t block_size = 16;
+  KvWeights kv;
+  ApproxConfig approx;
+  uint64_t seed = 0;
+  // Names this process in its request ids (see RequestId); gateway replicas differ here.
+  uint16_t request_origin = 0;
+};
+
+struct RouteRequest {
+  std::span<const uint64_t> local_hashes;  // of the request's full blocks
+  uint32_t prompt_tokens = 0;
+  std::span<const kv::WorkerKey> exclude;  // e.g. a worker that just failed this request
+  // The same blocks hashed as EAGLE workers store them (one token more per block); empty
+  // unless the router wants them. A worker's overlap is the longer of the two matches.
+  std::span<const uint64_t> eagle_hashes;
+};
+
+// One worker the policy may pick, with what the policy decides on. Policies fill `cost`
+// (and `overlap`, when they keep their own view of the caches) for explanations.
+struct Candidate {
+  kv::WorkerKey worker;
+  WorkerLoad load;
+  kv::Overlap overlap;
+  double cost = 0;
+};
+
+class SelectionPolicy {
+ public:
+  virtual ~SelectionPolicy() = default;
+  // Whether candidates need the prefix index's overlaps.
+  virtual bool reads_index() const { return false; }
+  // The index of the chosen candidate; `candidates` is never empty. Calls are serialized.
+  virtual size_t Pick(std::span<Candidate> candidates, const RouteRequest& request) = 0;
+  // The request was sent to `worker`.
+  virtual void OnRouted(kv::WorkerKey /*worker*/, const RouteRequest& /*request*/) {}
+  virtual void OnWorkerRemoved(kv::WorkerKey /*worker*/) {}
+};
+
+std::unique_ptr<SelectionPolicy> MakePolicy(const RouterConfig& config);
+
+// The kv policy's cost (DESIGN §5 in docs/design.md): prefill blocks not covered by the
+// cached prefix, weighted, plus decode blocks and weighted requests in flight.
+double KvCost(const KvWeights& weights, uint32_t block_size, const Candidate& candidate,
+              uint32_t prompt_tokens);
+
+// Uniform in [0, n); 0 when n <= 1 (no draw, so single candidates do not move the stream).
+size_t RandomIndex(std::mt19937_64& rng, size_t n);
+
+}  // namespace kvgate::routing

@@ -1,0 +1,52 @@
+// gateway/config: YAML with flags on top; unknown keys are errors.
+#include "gateway/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace kvgate {
+namespace {
+
+TEST(Config, YamlSectionsAndUnknownKeys) {
+  const std::string path = ::testing::TempDir() + "/kvgate_config_test.yaml";
+  {
+    std::ofstream f(path);
+    f << "listen: {host: 0.0.0.0, port: 9000}\n"
+         "block_size: 32\n"
+         "workers:\n"
+         "  - url: http://10.0.0.1:8000\n"
+         "    engine: sglang\n"
+         "    kv_events: tcp://10.0.0.1:5557\n"
+         "    dp_size: 2\n"
+         "routing: {policy: round_robin, prefill_weight: 4}\n"
+         "limits: {max_in_flight: 10, first_byte_timeout_ms: 1500}\n";
+  }
+  gateway::GatewayConfig c;
+  ASSERT_TRUE(gateway::LoadConfigFile(path, &c).ok());
+  EXPECT_EQ(c.host, "0.0.0.0");
+  EXPECT_EQ(c.port, 9000);
+  EXPECT_EQ(c.block_size, 32u);
+  ASSERT_EQ(c.workers.size(), 1u);
+  EXPECT_EQ(c.workers[0].engine, engines::EngineKind::kSglang);
+  EXPECT_EQ(c.workers[0].dp_size, 2u);
+  EXPECT_EQ(c.routing.policy, routing::Policy::kRoundRobin);
+  EXPECT_EQ(c.routing.kv.prefill_weight, 4);
+  EXPECT_EQ(c.limits.first_byte_timeout, std::chrono::milliseconds(1500));
+  ASSERT_TRUE(gateway::FinishConfig(&c).ok());
+  EXPECT_EQ(c.models, std::vector<std::string>{"kvgate-mock"});
+
+  {
+    std::ofstream f(path);
+    f << "routing: {polcy: kv}\n";
+  }
+  gateway::GatewayConfig bad;
+  const Status s = gateway::LoadConfigFile(path, &bad);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("routing.polcy"), std::string::npos) << s.message();
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace kvgate

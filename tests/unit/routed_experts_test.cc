@@ -1,0 +1,123 @@
+// api/routed_experts: every engine's native form to the one contract.
+#include "api/routed_experts.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "common/base64.h"
+
+namespace kvgate {
+namespace {
+
+namespace json = boost::json;
+std::string Int32Bytes(const std::vector<int32_t>& v) {
+  std::string out;
+  for (int32_t x : v) {
+    const auto u = static_cast<uint32_t>(x);
+    for (int i = 0; i < 4; ++i) out += static_cast<char>(u >> (8 * i));
+  }
+  return out;
+}
+
+// A .npy v1 file as numpy writes it.
+std::string Npy(const std::string& descr, const std::string& shape, const std::string& data) {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  return out + header + data;
+}
+
+api::ExpertsContext Context(uint64_t prompt, uint64_t completion, uint64_t start = 0) {
+  api::ExpertsContext c;
+  c.layers = 2;
+  c.top_k = 3;
+  c.prompt_tokens = prompt;
+  c.completion_tokens = completion;
+  c.start = start;
+  return c;
+}
+
+TEST(RoutedExperts, SglangStringPassesThroughUnchanged) {
+  std::vector<int32_t> values(4 * 2 * 3);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int32_t>(i * 7 % 64);
+  const json::value native = json::string(Base64Encode(Int32Bytes(values)));
+  std::string problem;
+  json::value out = api::NormalizeRoutedExperts(native, Context(3, 3, 1), &problem);
+  ASSERT_TRUE(out.is_object()) << problem;
+  EXPECT_EQ(out.at("data"), native);
+  EXPECT_EQ(out.at("dtype"), "int32");
+  EXPECT_EQ(out.at("shape"), (json::array{4, 2, 3}));  // 3 + 3 - 1 - 1 rows
+  EXPECT_EQ(out.at("start"), 1);
+  // One row too few for the token counts: rejected, not guessed.
+  out = api::NormalizeRoutedExperts(native, Context(3, 4, 1), &problem);
+  EXPECT_TRUE(out.is_null());
+  EXPECT_NE(problem.find("rows"), std::string::npos);
+}
+
+TEST(RoutedExperts, NpyHeaderStrippedForEveryDtype) {
+  for (auto [descr, dtype, size] : {std::tuple{"|u1", "uint8", 1},
+                                    {"<u2", "uint16", 2},
+                                    {"<i2", "int16", 2},
+                                    {"<i4", "int32", 4}}) {
+    std::string data;
+    for (int i = 0; i < 2 * 2 * 3 * size; ++i) data += static_cast<char>(i);
+    const json::value native = json::string(Base64Encode(Npy(descr, "(2, 2, 3)", data)));
+    std::string problem;
+    const json::value out = api::NormalizeRoutedExperts(native, Context(2, 1), &problem);
+    ASSERT_TRUE(out.is_object()) << descr << ": " << problem;
+    EXPECT_EQ(out.at("dtype"), dtype);
+    EXPECT_EQ(out.at("shape"), (json::array{2, 2, 3}));
+    EXPECT_EQ(*Base64Decode(out.at("data").as_string()), data);
+  }
+}
+
+TEST(RoutedExperts, BadNpyIsNull) {
+  std::string problem;
+  const std::string data(2 * 2 * 3, '\1');
+  for (const std::string& npy :
+       {Npy("<f4", "(2, 2, 3)", std::string(48, '\0')), Npy("|u1", "(2, 2)", data),
+        Npy("|u1", "(2, 2, 3)", data.substr(1)), std::string("\x93NUMPY\x01\x00\xff\x00", 10)}) {
+    const json::value out =
+        api::NormalizeRoutedExperts(json::string(Base64Encode(npy)), Context(2, 1), &problem);
+    EXPECT_TRUE(out.is_null());
+    EXPECT_FALSE(problem.empty());
+  }
+}
+
+TEST(RoutedExperts, NestedListsBecomeInt32) {
+  const json::value lists = json::parse("[[[1,2,3],[4,5,6]],[[7,8,9],[10,11,12]]]");
+  std::string problem;
+  const json::value out = api::NormalizeRoutedExperts(lists, Context(2, 1), &problem);
+  ASSERT_TRUE(out.is_object()) << problem;
+  EXPECT_EQ(out.at("dtype"), "int32");
+  EXPECT_EQ(out.at("shape"), (json::array{2, 2, 3}));
+  EXPECT_EQ(*Base64Decode(out.at("data").as_string()),
+            Int32Bytes({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  for (const char* bad :
+       {"[[[1,2,3],[4,5]]]", "[[[1,2,3]],[[4,5,6],[7,8,9]]]", "[[[1.5]]]", "[[1,2]]"}) {
+    EXPECT_TRUE(api::NormalizeRoutedExperts(json::parse(bad), Context(1, 1), &problem).is_null())
+        << bad;
+  }
+}
+
+TEST(RoutedExperts, NormalizedObjectPassesAndOtherTypesAreNull) {
+  const json::value ready =
+      json::parse(R"({"data":"AAAA","dtype":"int32","shape":[1,1,1],"start":0})");
+  std::string problem;
+  EXPECT_EQ(api::NormalizeRoutedExperts(ready, Context(1, 1), &problem), ready);
+  for (const char* bad : {"null", "42", "true", R"({"data":"AAAA"})"}) {
+    problem.clear();
+    EXPECT_TRUE(api::NormalizeRoutedExperts(json::parse(bad), Context(1, 1), &problem).is_null());
+    EXPECT_FALSE(problem.empty()) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace kvgate
