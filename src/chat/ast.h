@@ -88,6 +88,10 @@ struct Template::Node {
   int id = -1;  // kName, kMacro: the variable's number (see NameTable); kAttr of `loop`: the
                 // field's index in kLoopFields (-1: not a loop field)
   std::vector<int> ids;  // numbers of the variables in `names` (kFor, kSet, kMacro)
+  // kFilter, kTest: the builtin's id (builtins.h); kAttr: the method's id, for when it is
+  // called; kName: the global's id, for when it is called and no variable has the name.
+  // -1: none of that name. Set by NumberTree.
+  int builtin = -1;
   // Running this node could change a value read earlier: it calls a macro, a global or a
   // list method like append (calls of string and dict methods that only read do not
   // count). Set by NumberTree.

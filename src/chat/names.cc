@@ -1,24 +1,21 @@
 // Numbering a template's variable names (Template::NameTable): names are read in `kName`
 // expressions and bound by `for` targets, `set`, macros and their parameters. The same walk
-// marks `loop.<field>` nodes and what may change values (Node::may_mutate).
+// marks `loop.<field>` nodes, numbers the builtins the template names (Node::builtin) and
+// what may change values (Node::may_mutate).
 #include <algorithm>
 #include <iterator>
 
 #include "chat/ast.h"
+#include "chat/builtins.h"
 
 namespace kvgate::chat {
 namespace {
 
-// `x.strip()` and the like: the string and dict methods the renderer implements, none of
-// which changes a value (list methods such as append do, and so may macros).
+// `x.strip()` and the like: string and dict methods only read (list methods such as append
+// change their list, and macros may change anything).
 bool CallsReadOnlyMethod(const Node& call) {
-  static constexpr std::string_view kReadOnly[] = {
-      "strip", "lstrip", "rstrip",     "split", "rsplit",  "startswith", "endswith",
-      "upper", "lower",  "capitalize", "title", "replace", "find",       "count",
-      "join",  "format", "isdigit",    "items", "keys",    "values",     "get"};
   const Node& callee = *call.a[0];
-  return callee.kind == NodeKind::kAttr &&
-         std::find(std::begin(kReadOnly), std::end(kReadOnly), callee.text) != std::end(kReadOnly);
+  return callee.kind == NodeKind::kAttr && callee.builtin >= 0 && !MethodMutates(callee.builtin);
 }
 
 }  // namespace
@@ -37,10 +34,20 @@ int Template::NameTable::Number(const std::string& name) {
 void Template::NameTable::NumberTree(Node& n) {
   switch (n.kind) {
     case NodeKind::kName:
+      n.id = Number(n.text);
+      n.builtin = GlobalId(n.text);
+      break;
     case NodeKind::kMacro:
       n.id = Number(n.text);
       break;
+    case NodeKind::kFilter:
+      n.builtin = FilterId(n.text);
+      break;
+    case NodeKind::kTest:
+      n.builtin = TestId(n.text);
+      break;
     case NodeKind::kAttr:
+      n.builtin = MethodId(n.text);
       if (n.a[0]->kind == NodeKind::kName && n.a[0]->text == "loop") {
         for (size_t i = 0; i < std::size(kLoopFields); ++i) {
           if (kLoopFields[i] == n.text) n.id = static_cast<int>(i);
