@@ -1,9 +1,43 @@
 #include "api/error.h"
 
 #include <boost/json.hpp>
+#include <iterator>
 
 namespace kvgate::api {
 namespace {
+
+// One row per code kvgate answers with; both directions read this table.
+struct HttpError {
+  StatusCode code;
+  int http_status;
+  std::string_view type;
+};
+
+constexpr HttpError kErrors[] = {
+    {StatusCode::kInvalidArgument, 400, "invalid_request_error"},
+    {StatusCode::kUnauthenticated, 401, "authentication_error"},
+    {StatusCode::kPermissionDenied, 403, "permission_error"},
+    {StatusCode::kNotFound, 404, "not_found_error"},
+    {StatusCode::kUnimplemented, 405, "invalid_request_error"},  // method not allowed
+    {StatusCode::kOutOfRange, 413, "invalid_request_error"},     // body too large
+    {StatusCode::kResourceExhausted, 429, "rate_limit_error"},
+    {StatusCode::kAborted, 502, "upstream_error"},
+    {StatusCode::kUnavailable, 503, "service_unavailable"},
+    {StatusCode::kDeadlineExceeded, 504, "upstream_error"},
+};
+constexpr HttpError kInternal{StatusCode::kInternal, 500, "internal_error"};
+
+template <typename Matches>
+const HttpError& Find(Matches matches) {
+  for (const HttpError& e : kErrors) {
+    if (matches(e)) return e;
+  }
+  return kInternal;
+}
+
+const HttpError& OfCode(StatusCode code) {
+  return Find([code](const HttpError& e) { return e.code == code; });
+}
 
 std::string Body(int http_status, std::string_view message, std::string_view type) {
   boost::json::object error{
@@ -11,94 +45,22 @@ std::string Body(int http_status, std::string_view message, std::string_view typ
   return boost::json::serialize(boost::json::object{{"error", std::move(error)}});
 }
 
-StatusCode CodeOfHttpStatus(int http_status) {
-  switch (http_status) {
-    case 400:
-      return StatusCode::kInvalidArgument;
-    case 401:
-      return StatusCode::kUnauthenticated;
-    case 403:
-      return StatusCode::kPermissionDenied;
-    case 404:
-      return StatusCode::kNotFound;
-    case 405:
-      return StatusCode::kUnimplemented;
-    case 413:
-      return StatusCode::kOutOfRange;
-    case 429:
-      return StatusCode::kResourceExhausted;
-    case 502:
-      return StatusCode::kAborted;
-    case 503:
-      return StatusCode::kUnavailable;
-    case 504:
-      return StatusCode::kDeadlineExceeded;
-    default:
-      return StatusCode::kInternal;
-  }
-}
-
 }  // namespace
 
 int HttpStatus(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return 200;
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kUnauthenticated:
-      return 401;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kUnimplemented:
-      return 405;
-    case StatusCode::kOutOfRange:
-      return 413;
-    case StatusCode::kResourceExhausted:
-      return 429;
-    case StatusCode::kAborted:
-      return 502;
-    case StatusCode::kUnavailable:
-      return 503;
-    case StatusCode::kDeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
+  return code == StatusCode::kOk ? 200 : OfCode(code).http_status;
 }
 
-std::string_view ErrorType(StatusCode code) {
-  switch (code) {
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kUnimplemented:
-    case StatusCode::kOutOfRange:
-      return "invalid_request_error";
-    case StatusCode::kUnauthenticated:
-      return "authentication_error";
-    case StatusCode::kPermissionDenied:
-      return "permission_error";
-    case StatusCode::kNotFound:
-      return "not_found_error";
-    case StatusCode::kResourceExhausted:
-      return "rate_limit_error";
-    case StatusCode::kUnavailable:
-      return "service_unavailable";
-    case StatusCode::kAborted:
-    case StatusCode::kDeadlineExceeded:
-      return "upstream_error";
-    default:
-      return "internal_error";
-  }
-}
+std::string_view ErrorType(StatusCode code) { return OfCode(code).type; }
 
 std::string ErrorBody(const Status& status) {
-  return Body(HttpStatus(status.code()), status.message(), ErrorType(status.code()));
+  const HttpError& e = OfCode(status.code());
+  return Body(e.http_status, status.message(), e.type);
 }
 
 std::string ErrorBody(int http_status, std::string_view message) {
-  return Body(http_status, message, ErrorType(CodeOfHttpStatus(http_status)));
+  const HttpError& e = Find([&](const HttpError& e) { return e.http_status == http_status; });
+  return Body(http_status, message, e.type);
 }
 
 }  // namespace kvgate::api

@@ -17,6 +17,15 @@ using TestFn = bool (*)(const Value& subject, const List& args);
 using MethodFn = Value (*)(Heap& heap, const Value& self, List& args, Kwargs& kwargs);
 using GlobalFn = Value (*)(Heap& heap, List& args, Kwargs& kwargs);
 
+// The index of the entry named `name` in one of the tables; -1 when none.
+template <typename Entry, size_t N>
+int IndexByName(const Entry (&table)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i) {
+    if (table[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 // Ids are indexes into each table; -1: no builtin of that name.
 int FilterId(std::string_view name);
 int TestId(std::string_view name);

@@ -368,12 +368,7 @@ constexpr Filter kFilters[] = {
 
 }  // namespace
 
-int FilterId(std::string_view name) {
-  for (size_t i = 0; i < std::size(kFilters); ++i) {
-    if (kFilters[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
-}
+int FilterId(std::string_view name) { return IndexByName(kFilters, name); }
 
 FilterFn FilterById(int id) { return kFilters[id].fn; }
 

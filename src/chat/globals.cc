@@ -71,12 +71,7 @@ constexpr Global kGlobals[] = {
 
 }  // namespace
 
-int GlobalId(std::string_view name) {
-  for (size_t i = 0; i < std::size(kGlobals); ++i) {
-    if (kGlobals[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
-}
+int GlobalId(std::string_view name) { return IndexByName(kGlobals, name); }
 
 GlobalFn GlobalById(int id) { return kGlobals[id].fn; }
 

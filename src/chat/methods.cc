@@ -201,12 +201,7 @@ constexpr Method kMethods[] = {
 
 }  // namespace
 
-int MethodId(std::string_view name) {
-  for (size_t i = 0; i < std::size(kMethods); ++i) {
-    if (kMethods[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
-}
+int MethodId(std::string_view name) { return IndexByName(kMethods, name); }
 
 MethodFn MethodFor(int id, const Value& self) {
   if (id < 0) return nullptr;

@@ -88,12 +88,7 @@ constexpr Test kTests[] = {
 
 }  // namespace
 
-int TestId(std::string_view name) {
-  for (size_t i = 0; i < std::size(kTests); ++i) {
-    if (kTests[i].name == name) return static_cast<int>(i);
-  }
-  return -1;
-}
+int TestId(std::string_view name) { return IndexByName(kTests, name); }
 
 TestFn TestById(int id) { return kTests[id].fn; }
 
