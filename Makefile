@@ -25,7 +25,7 @@ run: build
 
 # The routing-quality report: every policy replays the Mooncake trace on simulated engines.
 replay: build
-	@bash scripts/replay-demo $(BUILD)/kvgate
+	@TRACE="$(TRACE)" bash scripts/replay-demo $(BUILD)/kvgate
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2

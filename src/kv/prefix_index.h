@@ -1,5 +1,5 @@
 // The prefix index: which worker holds which prefix of KV blocks, on which tier, learned
-// from KV events (DESIGN.md §5). It answers, for a request's local block hashes, how many
+// from KV events (docs/design.md §5). It answers, for a request's local block hashes, how many
 // leading blocks each (worker, dp_rank) holds.
 //
 // Shape: a radix tree over local block hashes whose nodes are keyed by a chained key (a
@@ -85,7 +85,7 @@ class PrefixIndex {
   // unspecified. `out` is cleared first.
   void Match(std::span<const uint64_t> local_hashes, std::vector<Overlap>& out) const;
   // Whether any worker has stored EAGLE blocks (each hashed over one token more than the
-  // block: DESIGN §4). Their blocks match only a request's hashes computed the same way.
+  // block: docs/design.md §4). Their blocks match only a request's hashes computed the same way.
   bool has_eagle_blocks() const { return has_eagle_blocks_.load(std::memory_order_relaxed); }
 
   IndexStats Stats() const;

@@ -1,4 +1,4 @@
-// Deterministic MoE routing for the simulated engine (DESIGN.md §8), emitted in each
+// Deterministic MoE routing for the simulated engine (docs/design.md §8), emitted in each
 // engine's native form, so tests can check every value.
 #pragma once
 

@@ -1,4 +1,4 @@
-// How long a simulated engine step takes (DESIGN.md §8): a quadratic in the step's new
+// How long a simulated engine step takes (docs/design.md §8): a quadratic in the step's new
 // prompt tokens for prefill, a quadratic in KV-cache usage for decode, all divided by the
 // speedup.
 #pragma once

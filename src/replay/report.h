@@ -1,4 +1,4 @@
-// Turns replay runs into the report of DESIGN.md §10: per-policy reuse and latency
+// Turns replay runs into the report of docs/design.md §10: per-policy reuse and latency
 // percentiles as JSON, a terminal table, and SVG plots.
 #pragma once
 

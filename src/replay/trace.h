@@ -1,4 +1,4 @@
-// Request traces for replay: the Mooncake JSONL format (DESIGN.md §9), a synthetic trace
+// Request traces for replay: the Mooncake JSONL format (docs/design.md §9), a synthetic trace
 // generator for when no file is given, and the mapping from hash ids to prompt tokens.
 #pragma once
 

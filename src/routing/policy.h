@@ -79,7 +79,7 @@ class SelectionPolicy {
 
 std::unique_ptr<SelectionPolicy> MakePolicy(const RouterConfig& config);
 
-// The kv policy's cost (DESIGN §5 in docs/design.md): prefill blocks not covered by the
+// The kv policy's cost (docs/design.md §5 in docs/design.md): prefill blocks not covered by the
 // cached prefix, weighted, plus decode blocks and weighted requests in flight.
 double KvCost(const KvWeights& weights, uint32_t block_size, const Candidate& candidate,
               uint32_t prompt_tokens);

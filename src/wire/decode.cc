@@ -29,7 +29,7 @@ enum class Field : uint8_t {
 
 enum class Tag : uint8_t { kNone, kStored, kRemoved, kCleared };
 
-// Positional layouts after the tag (DESIGN.md §3); lora_id and the sliding-window size are
+// Positional layouts after the tag (docs/design.md §3); lora_id and the sliding-window size are
 // read past.
 constexpr Field kStoredLayout[] = {Field::kBlockHashes, Field::kParentHash, Field::kTokenIds,
                                    Field::kBlockSize,   Field::kSkip,       Field::kMedium,

@@ -1,4 +1,4 @@
-// Decodes one msgpack EventBatch payload (every variant in DESIGN.md §3) in a single pass
+// Decodes one msgpack EventBatch payload (every variant in docs/design.md §3) in a single pass
 // with msgpack-cxx's visitor API: no intermediate object tree, ids written straight into
 // their final storage.
 #pragma once

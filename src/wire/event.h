@@ -1,4 +1,4 @@
-// Typed KV-cache events as engines publish them (DESIGN.md §3), decoded into one
+// Typed KV-cache events as engines publish them (docs/design.md §3), decoded into one
 // reusable batch whose events point into shared arenas, so steady-state decoding allocates
 // nothing.
 #pragma once
@@ -73,7 +73,7 @@ struct DecodedBatch {
   }
 };
 
-// Folding of SGLang's wide image-pad ids into the u32 pad range (DESIGN.md §3, §4).
+// Folding of SGLang's wide image-pad ids into the u32 pad range (docs/design.md §3, §4).
 inline constexpr uint32_t kMultimodalPadBase = 1'000'000;
 inline constexpr uint32_t FoldWideTokenId(uint64_t id) {
   return kMultimodalPadBase + static_cast<uint32_t>(id & ((uint64_t{1} << 30) - 1));

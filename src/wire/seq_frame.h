@@ -1,4 +1,4 @@
-// The `seq` frame of KV-event messages (DESIGN.md §3): exactly 8 bytes, big-endian u64;
+// The `seq` frame of KV-event messages (docs/design.md §3): exactly 8 bytes, big-endian u64;
 // the replay end marker is seq -1 (all ones).
 #pragma once
 

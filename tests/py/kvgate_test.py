@@ -77,7 +77,7 @@ class Mocker:
 
 
 def formula_experts(tokens, start, layers, top_k, experts):
-    """The mocker's routed experts (DESIGN.md §8), rows [start, len(tokens) - 1)."""
+    """The mocker's routed experts (docs/design.md §8), rows [start, len(tokens) - 1)."""
     import numpy as np
     rows = max(0, len(tokens) - 1 - start)
     out = np.zeros((rows, layers, top_k), dtype=np.int64)

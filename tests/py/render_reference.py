@@ -1,5 +1,5 @@
 """Reference chat-template rendering with Python Jinja2 (python3-jinja2), configured the way
-transformers configures it, and given the variables DESIGN.md §10 lists.
+transformers configures it, and given the variables docs/design.md §10 lists.
 Usage: render_reference.py MODEL_DIR < requests.jsonl > prompts.jsonl"""
 import json
 import os

@@ -1,4 +1,4 @@
-"""`kvgate hash` against Python's xxhash (python3-xxhash), computed from DESIGN.md §4."""
+"""`kvgate hash` against Python's xxhash (python3-xxhash), computed from docs/design.md §4."""
 import json
 import os
 import random

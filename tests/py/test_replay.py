@@ -1,4 +1,4 @@
-"""`kvgate replay` end to end: the report's JSON contract (DESIGN.md §10), determinism for
+"""`kvgate replay` end to end: the report's JSON contract (docs/design.md §10), determinism for
 a seed, the plots, and errors."""
 import json
 import os
