@@ -35,20 +35,9 @@ class PreTokenizer {
 Status MakeNormalizer(const boost::json::value& config, std::unique_ptr<Normalizer>* out);
 Status MakePreTokenizer(const boost::json::value& config, std::unique_ptr<PreTokenizer>* out);
 
-// GPT-2's byte <-> printable-char mapping used by byte-level BPE.
-std::string BytesToByteLevel(std::string_view bytes);
-// Inverse; false if a char is outside the byte-level alphabet.
-bool ByteLevelToBytes(std::string_view text, std::string& out);
-
 // tokenizer.json fields: the value when it has the right type, else `fallback`.
 std::string StringField(const boost::json::object& o, std::string_view key,
                         std::string fallback = "");
 bool BoolField(const boost::json::object& o, std::string_view key, bool fallback);
-
-// Valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool IsValidUtf8(std::string_view text);
-// `bytes` with each maximal invalid subsequence replaced by U+FFFD, as HF's decoders do
-// (Rust's String::from_utf8_lossy).
-std::string LossyUtf8(std::string_view bytes);
 
 }  // namespace kvgate::tokenizer

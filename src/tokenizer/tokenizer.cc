@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/bytes.h"
 #include "tokenizer/pipeline.h"
 
 namespace kvgate::tokenizer {
