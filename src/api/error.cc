@@ -61,4 +61,8 @@ std::string ErrorBody(int http_status, std::string_view message) {
   return Body(http_status, message, e.type);
 }
 
+http::ErrorResponse OpenAiErrorResponse(int http_status, std::string_view message) {
+  return {"application/json", ErrorBody(http_status, message)};
+}
+
 }  // namespace kvgate::api

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "http/server.h"
 
 namespace kvgate::api {
 
@@ -22,5 +23,8 @@ std::string_view ErrorType(StatusCode code);
 std::string ErrorBody(const Status& status);
 // For errors known only by their HTTP status (the HTTP server's own: 400, 413, 500).
 std::string ErrorBody(int http_status, std::string_view message);
+// The same as an http::ErrorFormatter: servers speaking OpenAI's API answer their own
+// errors in its shape.
+http::ErrorResponse OpenAiErrorResponse(int http_status, std::string_view message);
 
 }  // namespace kvgate::api

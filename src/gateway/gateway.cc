@@ -35,10 +35,6 @@ struct Route {
   RouteHandler handle;
 };
 
-http::ErrorResponse OpenAiError(int status, std::string_view message) {
-  return {"application/json", api::ErrorBody(status, message)};
-}
-
 bool HasApiKey(const std::vector<std::string>& keys, const http::Request& req) {
   if (keys.empty()) return true;
   std::string_view auth = req.Header("authorization");
@@ -200,7 +196,7 @@ Status Gateway::Start() {
   so.max_body_bytes = c.limits.max_body_bytes;
   so.header_timeout = c.limits.client_header_timeout;
   so.idle_timeout = c.limits.client_idle_timeout;
-  so.error_formatter = OpenAiError;
+  so.error_formatter = api::OpenAiErrorResponse;
   g.server = std::make_unique<http::Server>(
       so, [&g](const http::Request& req, Responder r) { g.Handle(req, std::move(r)); }, g.loops);
   return g.server->Start();

@@ -65,10 +65,6 @@ size_t CompleteUtf8Prefix(std::string_view s) {
 
 std::string Sse(const json::value& v) { return api::SseEvent(json::serialize(v)); }
 
-http::ErrorResponse OpenAiError(int status, std::string_view message) {
-  return {"application/json", api::ErrorBody(status, message)};
-}
-
 }  // namespace
 
 struct MockerServer::Impl {
@@ -531,7 +527,7 @@ Status MockerServer::Start() {
   so.host = s.options.host;
   so.port = s.options.port;
   so.threads = 1;
-  so.error_formatter = OpenAiError;
+  so.error_formatter = api::OpenAiErrorResponse;
   s.server = std::make_unique<http::Server>(
       so, [&s](const http::Request& req, std::shared_ptr<http::Responder> r) {
         s.Handle(req, std::move(r));
