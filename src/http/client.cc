@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 
 #include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "http/event_loop_impl.h"
@@ -26,10 +28,30 @@ struct Connection {
   beast::flat_buffer buffer;
 };
 
-// OnDone's error for `ec`, after `what` failed: a Timeout when a deadline passed.
+// This process ran out of something (descriptors, buffers, memory): not the upstream's fault.
+bool IsLocalResourceError(const beast::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec == asio::error::no_buffer_space ||
+         ec == asio::error::no_memory ||
+         ec == beast::error_code(ENFILE, boost::system::system_category());
+}
+
+// OnDone's error for `ec`, after `what` failed: a Timeout when a deadline passed,
+// kResourceExhausted when the fault is this process's.
 Status Failure(const beast::error_code& ec, std::string_view what) {
   if (ec == beast::error::timeout) return Status::Timeout(fmt::format("{}: timed out", what));
-  return Status::Error(fmt::format("{}: {}", what, ec.message()));
+  const std::string message = fmt::format("{}: {}", what, ec.message());
+  if (IsLocalResourceError(ec)) return {StatusCode::kResourceExhausted, message};
+  return Status::Error(message);
+}
+
+// Returns when the sink gives up on the response (its client left); polled, as the sink
+// has no way to signal.
+awaitable<void> UntilCancelled(const ResponseSink& sink) {
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!sink.Cancelled()) {
+    tick.expires_after(std::chrono::milliseconds(20));
+    co_await tick.async_wait(kNoThrow);
+  }
 }
 
 bool IsStaleConnectionError(const beast::error_code& ec) {
@@ -136,13 +158,24 @@ struct Client::Impl {
       }
       conn->stream.expires_after(request.timeouts.first_byte);
       auto [wec, wn] = co_await asio::async_write(conn->stream, message, kNoThrow);
-      bhttp::response_parser<bhttp::string_body> parser;
-      parser.body_limit(boost::none);
+      std::optional<bhttp::response_parser<bhttp::string_body>> parser;
       beast::error_code ec = wec;
-      if (!ec) {
-        auto [hec, hn] =
-            co_await bhttp::async_read_header(conn->stream, conn->buffer, parser, kNoThrow);
-        ec = hec;
+      // Interim 1xx responses (100 Continue, 103 Early Hints) precede the real one: skip
+      // them, or the real response would stay unread on a pooled connection.
+      for (bool interim = true; !ec && interim;) {
+        parser.emplace();
+        parser->body_limit(boost::none);
+        using namespace asio::experimental::awaitable_operators;
+        auto read =
+            co_await (bhttp::async_read_header(conn->stream, conn->buffer, *parser, kNoThrow) ||
+                      UntilCancelled(*sink));
+        if (read.index() == 1) {
+          sink->OnDone(Status::Error("cancelled"));
+          co_return;  // the connection is dropped, which aborts the upstream request
+        }
+        ec = std::get<0>(std::get<0>(read));
+        const unsigned status = ec ? 0 : parser->get().result_int();
+        interim = status >= 100 && status < 200 && status != 101;
       }
       if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
       if (ec) {
@@ -151,28 +184,37 @@ struct Client::Impl {
                                     ec == beast::error::timeout ? "no response" : "request", key)));
         co_return;
       }
-      auto& header = parser.get();
+      auto& header = parser->get();
       sink->OnHeaders(static_cast<int>(header.result_int()),
                       std::string_view(header[bhttp::field::content_type]));
-      while (!parser.is_done()) {
+      asio::steady_timer backlog(conn->stream.get_executor());
+      while (!parser->is_done()) {
+        // A sink whose client reads slowly is not fed more until it drains: the engine's
+        // socket fills and TCP slows the engine down instead of memory growing here.
+        while (sink->Backlogged() && !sink->Cancelled()) {
+          backlog.expires_after(std::chrono::milliseconds(5));
+          co_await backlog.async_wait(kNoThrow);
+        }
         if (sink->Cancelled()) {
           sink->OnDone(Status::Error("cancelled"));
           co_return;  // the connection is dropped, which aborts the upstream request
         }
         conn->stream.expires_after(request.timeouts.idle);
         auto [rec, rn] =
-            co_await bhttp::async_read_some(conn->stream, conn->buffer, parser, kNoThrow);
+            co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, kNoThrow);
         if (rec) {
           sink->OnDone(Failure(rec, fmt::format("response from {} cut short", key)));
           co_return;
         }
-        if (!parser.get().body().empty()) {
-          std::string data = std::exchange(parser.get().body(), std::string());
+        if (!parser->get().body().empty()) {
+          std::string data = std::exchange(parser->get().body(), std::string());
           sink->OnBody(data);
         }
       }
-      if (!parser.get().body().empty()) sink->OnBody(parser.get().body());
-      const bool keep = parser.get().keep_alive();
+      if (!parser->get().body().empty()) sink->OnBody(parser->get().body());
+      // Bytes after the response (a misbehaving engine) would be read as the next request's
+      // response: such a connection is never reused.
+      const bool keep = parser->get().keep_alive() && conn->buffer.size() == 0;
       conn->stream.expires_never();
       if (keep) ReturnIdle(pool, key, std::move(conn));
       sink->OnDone(Status::Ok());

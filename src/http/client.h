@@ -41,16 +41,20 @@ struct ClientRequest {
 
 // Receives one response. Calls come from client threads, in this order: OnHeaders at most
 // once, OnBody zero or more times (de-chunked body bytes), then OnDone exactly once.
-// OnDone's status is ok when the whole body arrived.
+// OnDone's status is ok when the whole body arrived; kResourceExhausted when this process
+// (not the upstream) ran out of descriptors or memory.
 class ResponseSink {
  public:
   virtual ~ResponseSink() = default;
   virtual void OnHeaders(int status, std::string_view content_type) = 0;
   virtual void OnBody(std::string_view data) = 0;
   virtual void OnDone(const Status& status) = 0;
-  // Polled between reads: true abandons the response (the connection is closed, OnDone
-  // still comes with an error).
+  // Polled between reads and while waiting for the response: true abandons it (the
+  // connection is closed, which tells the engine; OnDone still comes, with an error).
   virtual bool Cancelled() const { return false; }
+  // Polled before each read: while true, the client reads no more of the body (the sink's
+  // consumer is behind).
+  virtual bool Backlogged() const { return false; }
 };
 
 class EventLoops;

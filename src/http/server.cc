@@ -3,8 +3,11 @@
 // is complete; repeat while the client keeps the connection alive.
 #include "http/server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast.hpp>
 #include <deque>
 #include <future>
@@ -43,8 +46,10 @@ struct ResponseState : std::enable_shared_from_this<ResponseState> {
   std::mutex mu;
   std::deque<Piece> pieces;
   std::atomic<bool> connected{true};
+  std::atomic<size_t> buffered{0};  // bytes of queued pieces not yet written
 
   void Push(Piece p) {
+    buffered += p.data.size();
     {
       std::lock_guard lock(mu);
       pieces.push_back(std::move(p));
@@ -87,6 +92,7 @@ class ResponderImpl : public Responder {
     state_->Push({Piece::kEnd, 0, {}, {}});
   }
   bool connected() const override { return state_->connected; }
+  size_t buffered_bytes() const override { return state_->buffered; }
 
  private:
   // The handler owns the answer; these flags need no lock as long as one thread answers at
@@ -100,6 +106,28 @@ class ResponderImpl : public Responder {
   bool ended_ = false;
 };
 
+// Bytes of a request body counted against the server's budget while it is received.
+class BodyReservation {
+ public:
+  explicit BodyReservation(std::atomic<size_t>& in_flight) : in_flight_(in_flight) {}
+  ~BodyReservation() { Release(); }
+  bool Take(size_t bytes, size_t budget) {
+    if (in_flight_.fetch_add(bytes) + bytes > budget && bytes > 0) {
+      in_flight_ -= bytes;
+      return false;
+    }
+    bytes_ = bytes;
+    return true;
+  }
+  void Release() { in_flight_ -= std::exchange(bytes_, 0); }
+
+ private:
+  std::atomic<size_t>& in_flight_;
+  size_t bytes_ = 0;
+};
+
+LogRateLimiter accept_log(1);
+
 Request ToRequest(const bhttp::request<bhttp::string_body>& r) {
   Request out;
   out.method = std::string(r.method_string());
@@ -110,8 +138,7 @@ Request ToRequest(const bhttp::request<bhttp::string_body>& r) {
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     out.headers[name] = std::string(field.value());
   }
-  out.body = r.body();
-  return out;
+  return out;  // the body is moved in separately
 }
 
 }  // namespace
@@ -127,6 +154,8 @@ struct Server::Impl {
   bool owns_loops = false;
   std::unique_ptr<tcp::acceptor> acceptor;
   std::atomic<int> in_flight{0};
+  std::atomic<size_t> connections{0};
+  std::atomic<size_t> body_bytes_in_flight{0};
   std::atomic<bool> stopping{false};
   bool started = false;
   uint16_t port = 0;
@@ -140,15 +169,36 @@ struct Server::Impl {
       auto [ec, socket] = co_await acceptor->async_accept(loop.ioc, kNoThrow);
       if (ec) {
         if (stopping || ec == asio::error::operation_aborted) co_return;
+        // Out of descriptors or memory: the pending connection stays queued and accept
+        // fails again at once. Wait instead of spinning; connections closing free them.
+        if (accept_log.Allow()) Log(LogLevel::kWarn, "accept: {}", ec.message());
+        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+        co_await pause.async_wait(kNoThrow);
         continue;
       }
       boost::system::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
+      if (connections >= options.max_connections) {
+        asio::co_spawn(loop.ioc, Refuse(std::move(socket)), asio::detached);
+        continue;
+      }
+      ++connections;
       asio::co_spawn(loop.ioc, Session(std::move(socket)), asio::detached);
     }
   }
 
+  // Over the connection cap: a short answer, then close.
+  awaitable<void> Refuse(tcp::socket socket) {
+    beast::tcp_stream stream(std::move(socket));
+    const ErrorResponse e = options.error_formatter(503, "too many connections");
+    stream.expires_after(std::chrono::seconds(1));
+    co_await WriteWhole(stream, 503, e.content_type, e.body, false);
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  }
+
   awaitable<bool> WriteRaw(beast::tcp_stream& stream, std::string data) {
+    stream.expires_after(options.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), kNoThrow);
     co_return !ec;
   }
@@ -168,12 +218,25 @@ struct Server::Impl {
     const std::string head = ResponseHead(
         status, content_type, fmt::format("Content-Length: {}\r\n", body.size()), keep_alive);
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
+    stream.expires_after(options.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
     co_return !ec;
   }
 
-  // Delivers the handler's answer; false when the connection must close.
+  // Whether the client closed its side (or reset): it is readable and reading would return
+  // end of stream. Bytes it sent (a pipelined request) stay unread.
+  static bool ClientGone(tcp::socket& socket) {
+    char byte;
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
+  // Delivers the handler's answer; false when the connection must close. While waiting for
+  // the handler, watches the client: one that leaves is noticed at once (connected() turns
+  // false, so the handler can stop the engine's work).
   awaitable<bool> Deliver(beast::tcp_stream& stream, ResponseState& state, bool keep_alive) {
+    using namespace asio::experimental::awaitable_operators;
+    bool watch_client = true;
     for (;;) {
       std::deque<Piece> pieces;
       {
@@ -181,11 +244,24 @@ struct Server::Impl {
         pieces.swap(state.pieces);
       }
       if (pieces.empty()) {
-        co_await state.wake.async_wait(kNoThrow);
+        if (!watch_client || !state.connected) {
+          co_await state.wake.async_wait(kNoThrow);
+        } else {
+          auto woke = co_await (state.wake.async_wait(kNoThrow) ||
+                                stream.socket().async_wait(tcp::socket::wait_read, kNoThrow));
+          if (woke.index() == 1) {
+            if (ClientGone(stream.socket())) {
+              state.connected = false;
+            } else {
+              watch_client = false;  // a pipelined request: it waits its turn
+            }
+          }
+        }
         state.wake.expires_at(asio::steady_timer::time_point::max());
         continue;
       }
       for (Piece& p : pieces) {
+        state.buffered -= p.data.size();
         bool ok = true;
         switch (p.kind) {
           case Piece::kSend: {
@@ -238,8 +314,25 @@ struct Server::Impl {
       parser.body_limit(options.max_body_bytes);
       parser.header_limit(64 * 1024);
       stream.expires_after(first ? options.header_timeout : options.idle_timeout);
-      auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+      auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, kNoThrow);
       first = false;
+      beast::error_code ec = hec;
+      BodyReservation reservation(body_bytes_in_flight);
+      if (!ec) {
+        // Decided on the head alone: nothing of the body has been read yet.
+        if (std::optional<HeadRejection> no = CheckHead(parser.get(), reservation)) {
+          const ErrorResponse e = options.error_formatter(no->status, no->message);
+          co_await WriteWhole(stream, no->status, e.content_type, e.body, false);
+          co_await LingeringClose(stream);
+          break;
+        }
+        if (parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
+          co_await WriteRaw(stream, "HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        stream.expires_after(options.header_timeout);
+        auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+        ec = bec;
+      }
       if (ec == bhttp::error::body_limit) {
         const ErrorResponse e = options.error_formatter(
             413, fmt::format("request body larger than {} bytes", options.max_body_bytes));
@@ -257,12 +350,16 @@ struct Server::Impl {
         break;
       }
       stream.expires_never();
-      const auto& msg = parser.get();
+      auto& msg = parser.get();
       const bool keep_alive = msg.keep_alive() && !stopping;
       auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
       ++in_flight;
       try {
-        handler(ToRequest(msg), std::make_shared<ResponderImpl>(state, options.error_formatter));
+        Request request = ToRequest(msg);
+        request.body = std::move(msg.body());
+        reservation.Release();  // the body now belongs to the handler
+        handler(std::move(request),
+                std::make_shared<ResponderImpl>(state, options.error_formatter));
       } catch (const std::exception& e) {
         Log(LogLevel::kError, "handler threw: {}", e.what());
       }
@@ -272,6 +369,47 @@ struct Server::Impl {
     }
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    --connections;
+  }
+
+  // The checks a request's head must pass before its body is read: framing that could
+  // smuggle a second request past a proxy (RFC 9112 §6.3), the owner's check (API keys),
+  // and the budget of body bytes being received.
+  std::optional<HeadRejection> CheckHead(
+      const bhttp::request_parser<bhttp::string_body>::value_type& head,
+      BodyReservation& reservation) {
+    if (head.count(bhttp::field::authorization) > 1) {
+      return HeadRejection{400, "more than one Authorization header"};
+    }
+    const auto te = head.find(bhttp::field::transfer_encoding);
+    if (te != head.end()) {
+      if (head.find(bhttp::field::content_length) != head.end()) {
+        return HeadRejection{400, "Transfer-Encoding and Content-Length together"};
+      }
+      std::string_view codings = te->value();
+      while (!codings.empty() && (codings.back() == ' ' || codings.back() == '\t')) {
+        codings.remove_suffix(1);
+      }
+      const size_t comma = codings.rfind(',');
+      std::string_view last = comma == std::string_view::npos ? codings : codings.substr(comma + 1);
+      while (!last.empty() && (last.front() == ' ' || last.front() == '\t')) last.remove_prefix(1);
+      if (!beast::iequals(last, "chunked")) {
+        return HeadRejection{400, "the last transfer coding must be chunked"};
+      }
+    }
+    if (options.check_head) {
+      Request request = ToRequest(head);
+      if (std::optional<HeadRejection> no = options.check_head(request)) return no;
+    }
+    size_t body = options.max_body_bytes;  // chunked: as much as it may grow to
+    if (const auto cl = head.find(bhttp::field::content_length); cl != head.end()) {
+      body = std::min<size_t>(options.max_body_bytes,
+                              std::strtoull(std::string(cl->value()).c_str(), nullptr, 10));
+    }
+    if (!reservation.Take(body, options.max_body_bytes_in_flight)) {
+      return HeadRejection{503, "the server is receiving too many request bodies; retry later"};
+    }
+    return std::nullopt;
   }
 };
 

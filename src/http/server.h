@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +40,12 @@ class Responder {
   virtual void Begin(int status, std::string content_type) = 0;  // chunked from here on
   virtual void Write(std::string chunk) = 0;
   virtual void End() = 0;
-  // False once the client has gone away (writes are then dropped).
+  // False once the client has gone away (writes are then dropped). Noticed while the
+  // handler works too, not only when a write fails.
   virtual bool connected() const = 0;
+  // Bytes queued for the client and not yet written: a producer should wait while this
+  // grows (a slow reader), not queue without end.
+  virtual size_t buffered_bytes() const = 0;
 };
 
 using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
@@ -52,6 +57,14 @@ struct ErrorResponse {
   std::string body;
 };
 using ErrorFormatter = std::function<ErrorResponse(int status, std::string_view message)>;
+
+// An answer given from a request's head alone, before its body is read.
+struct HeadRejection {
+  int status;
+  std::string message;
+};
+// Request (without its body) -> nullopt to go on, or the rejection.
+using HeadCheck = std::function<std::optional<HeadRejection>(const Request& head)>;
 // Plain text: the message alone.
 ErrorResponse PlainTextError(int status, std::string_view message);
 
@@ -62,7 +75,14 @@ struct ServerOptions {
   size_t max_body_bytes = 32u << 20;
   std::chrono::milliseconds header_timeout{30'000};  // to receive a whole first request
   std::chrono::milliseconds idle_timeout{120'000};   // keep-alive, until the next request
+  // A client that takes longer than this to accept one write is dropped.
+  std::chrono::milliseconds write_timeout{60'000};
+  size_t max_connections = 10'000;  // more are answered 503 and closed
+  // Request bodies being received, all connections together; a request that would pass it
+  // is answered 503 before its body is read.
+  size_t max_body_bytes_in_flight = size_t{1} << 30;
   ErrorFormatter error_formatter = PlainTextError;
+  HeadCheck check_head;  // optional (e.g. API keys): no body is read for a rejected request
 };
 
 class EventLoops;
