@@ -64,6 +64,7 @@ bench: build
 	$(BUILD)/bench/index_bench
 	$(BUILD)/bench/tokenizer_bench
 	$(BUILD)/bench/template_bench
+	$(BUILD)/bench/sse_bench
 	/usr/bin/python3 bench/gateway_bench.py --kvgate $(BUILD)/kvgate
 
 format: build

@@ -9,11 +9,19 @@ std::string SseEvent(std::string_view data) {
   return event;
 }
 
-// An event ends at "\n\n" or "\r\n\r\n" (engines use the former; proxies may rewrite).
+// An event ends at "\n\n" or "\r\n\r\n" (engines use the former; proxies may rewrite),
+// whichever comes first: found from each line feed at or after `from`, in one pass.
 size_t SseSplitter::FindEventEnd(size_t from) const {
-  const size_t lf = pending_.find("\n\n", from);
-  const size_t crlf = pending_.find("\r\n\r\n", from);
-  return std::min(lf, crlf);
+  const size_t size = pending_.size();
+  for (size_t lf = pending_.find('\n', from); lf != std::string::npos;
+       lf = pending_.find('\n', lf + 1)) {
+    if (lf + 1 < size && pending_[lf + 1] == '\n') return lf;
+    if (lf >= 1 && pending_[lf - 1] == '\r' && lf + 2 < size && pending_[lf + 1] == '\r' &&
+        pending_[lf + 2] == '\n') {
+      return lf - 1;
+    }
+  }
+  return std::string::npos;
 }
 
 size_t SseSplitter::SeparatorLength(size_t at) const {

@@ -115,7 +115,14 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"client_idle_timeout_ms", Millis(l.client_idle_timeout)},
                        {"health_interval_ms", Millis(l.health_interval)},
                        {"unhealthy_after", Into(l.unhealthy_after)},
-                       {"shutdown_grace_ms", Millis(l.shutdown_grace)}});
+                       {"shutdown_grace_ms", Millis(l.shutdown_grace)},
+                       {"non_streaming_timeout_ms", Millis(l.non_streaming_timeout)},
+                       {"max_response_bytes", Into(l.max_response_bytes)},
+                       {"client_write_timeout_ms", Millis(l.client_write_timeout)},
+                       {"client_buffer_bytes", Into(l.client_buffer_bytes)},
+                       {"max_connections", Into(l.max_connections)},
+                       {"max_body_bytes_in_flight", Into(l.max_body_bytes_in_flight)},
+                       {"offload_prompt_bytes", Into(l.offload_prompt_bytes)}});
         }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)}});
@@ -142,9 +149,15 @@ Status FinishConfig(GatewayConfig* c) {
   if (!c->api_keys_file.empty()) {
     std::ifstream in(c->api_keys_file);
     if (!in) return Status::Error(fmt::format("cannot read {}", c->api_keys_file));
+    const size_t before = c->api_keys.size();
     for (std::string line; std::getline(in, line);) {
       while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
       if (!line.empty() && line[0] != '#') c->api_keys.push_back(line);
+    }
+    // A file meant to hold keys that holds none must not turn authentication off.
+    if (c->api_keys.size() == before) {
+      return Status::Error(
+          fmt::format("{} holds no API key (only blank or # lines)", c->api_keys_file));
     }
   }
   if (!c->model_dir.empty() && (c->moe_layers == 0 || c->moe_top_k == 0)) {

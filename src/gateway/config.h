@@ -42,6 +42,17 @@ struct LimitsConfig {
   std::chrono::milliseconds client_header_timeout{30'000};  // slow clients cannot pin a connection
   std::chrono::milliseconds client_idle_timeout{120'000};
   std::chrono::milliseconds shutdown_grace{10'000};
+  // A non-streaming response has no first byte before the generation ends: this is its
+  // limit instead of first_byte_timeout.
+  std::chrono::milliseconds non_streaming_timeout{1'800'000};
+  size_t max_response_bytes = size_t{256} << 20;           // a larger non-streaming body: 502
+  std::chrono::milliseconds client_write_timeout{60'000};  // a client reading nothing is dropped
+  // Bytes queued for one client before the gateway stops reading the engine's response.
+  size_t client_buffer_bytes = size_t{4} << 20;
+  size_t max_connections = 10'000;
+  size_t max_body_bytes_in_flight = size_t{1} << 30;  // request bodies being received, in all
+  // Requests with bodies larger than this are templated and tokenized off the event loops.
+  size_t offload_prompt_bytes = 64 << 10;
 };
 
 struct GatewayConfig {

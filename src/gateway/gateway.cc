@@ -25,7 +25,7 @@ namespace {
 namespace json = boost::json;
 
 using Responder = std::shared_ptr<http::Responder>;
-using RouteHandler = std::function<void(const http::Request&, Responder)>;
+using RouteHandler = std::function<void(http::Request&, Responder)>;
 
 // One entry of the route table.
 struct Route {
@@ -35,16 +35,29 @@ struct Route {
   RouteHandler handle;
 };
 
+// Compares every byte whatever the first difference, so the time taken says nothing about
+// how much of a key was right.
+bool SameKey(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  }
+  return diff == 0;
+}
+
 bool HasApiKey(const std::vector<std::string>& keys, const http::Request& req) {
   if (keys.empty()) return true;
   std::string_view auth = req.Header("authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (auth.substr(0, kBearer.size()) != kBearer) return false;
-  auth.remove_prefix(kBearer.size());
-  for (const std::string& key : keys) {
-    if (auth == key) return true;
+  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive
+  if (auth.size() < kBearer.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(auth[i])) != kBearer[i]) return false;
   }
-  return false;
+  auth.remove_prefix(kBearer.size());
+  while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
+  bool found = false;
+  for (const std::string& key : keys) found |= SameKey(auth, key);
+  return found;
 }
 
 }  // namespace
@@ -60,6 +73,7 @@ struct Gateway::Impl {
   std::unique_ptr<http::Client> client;
   std::unique_ptr<WorkerPool> workers;
   GatewayMetrics metrics;
+  std::unique_ptr<WorkQueue> prompt_workers;
   std::unique_ptr<CallServices> calls;
   std::vector<Route> routes;
   std::unique_ptr<http::Server> server;
@@ -95,8 +109,8 @@ struct Gateway::Impl {
   }
 
   RouteHandler Infer(api::Api api) {
-    return [this, api](const http::Request& req, Responder r) {
-      InferenceCall::Start(*calls, api, req, std::move(r));
+    return [this, api](http::Request& req, Responder r) {
+      InferenceCall::Start(*calls, api, std::move(req), std::move(r));
     };
   }
 
@@ -106,29 +120,40 @@ struct Gateway::Impl {
         {"/v1/completions", "POST", true, Infer(api::Api::kCompletions)},
         {"/generate", "POST", true, Infer(api::Api::kGenerate)},
         {"/v1/models", "GET", true,
-         [this](const http::Request&, Responder r) {
-           r->Send(200, "application/json", ModelsBody());
-         }},
+         [this](http::Request&, Responder r) { r->Send(200, "application/json", ModelsBody()); }},
         {"/health", "GET", false,
-         [](const http::Request&, Responder r) {
+         [](http::Request&, Responder r) {
            r->Send(200, "application/json", R"({"status":"ok"})");
          }},
         {"/ready", "GET", false,
-         [this](const http::Request&, Responder r) {
+         [this](http::Request&, Responder r) {
            const size_t up = workers->healthy_count();
            r->Send(up ? 200 : 503, "application/json",
                    fmt::format(R"({{"ready":{},"healthy_workers":{},"workers":{}}})",
                                up ? "true" : "false", up, workers->size()));
          }},
         {"/metrics", "GET", false,
-         [this](const http::Request&, Responder r) {
+         [this](http::Request&, Responder r) {
            const MetricsSources sources{calls->in_flight, *workers, *router, *subscriber, *index};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
     };
   }
 
-  void Handle(const http::Request& req, Responder r) {
+  // Before the body is read: unknown routes, wrong methods and missing API keys cost the
+  // client's body nothing.
+  std::optional<http::HeadRejection> CheckHead(const http::Request& head) const {
+    for (const Route& route : routes) {
+      if (route.path != head.path) continue;
+      if (route.needs_api_key && !HasApiKey(config.api_keys, head)) {
+        return http::HeadRejection{401, "missing or invalid API key"};
+      }
+      return std::nullopt;
+    }
+    return std::nullopt;  // answered 404 by Handle
+  }
+
+  void Handle(http::Request& req, Responder r) {
     for (const Route& route : routes) {
       if (route.path != req.path) continue;
       if (route.needs_api_key && !HasApiKey(config.api_keys, req)) {
@@ -186,7 +211,9 @@ Status Gateway::Start() {
     if (Status s = g.workers->Add(w); !s.ok()) return s;
   }
   g.workers->StartHealthChecks();
-  g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, c.limits});
+  g.prompt_workers = std::make_unique<WorkQueue>(std::max(1, c.threads));
+  g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, c.limits,
+                                 *g.prompt_workers});
   g.BuildRoutes();
 
   http::ServerOptions so;
@@ -196,9 +223,13 @@ Status Gateway::Start() {
   so.max_body_bytes = c.limits.max_body_bytes;
   so.header_timeout = c.limits.client_header_timeout;
   so.idle_timeout = c.limits.client_idle_timeout;
+  so.write_timeout = c.limits.client_write_timeout;
+  so.max_connections = c.limits.max_connections;
+  so.max_body_bytes_in_flight = c.limits.max_body_bytes_in_flight;
   so.error_formatter = api::OpenAiErrorResponse;
+  so.check_head = [&g](const http::Request& head) { return g.CheckHead(head); };
   g.server = std::make_unique<http::Server>(
-      so, [&g](const http::Request& req, Responder r) { g.Handle(req, std::move(r)); }, g.loops);
+      so, [&g](http::Request req, Responder r) { g.Handle(req, std::move(r)); }, g.loops);
   return g.server->Start();
 }
 
@@ -216,7 +247,8 @@ void Gateway::Stop() {
   // Nothing runs once the loops stop; what they still hold (abandoned calls, whose
   // destructors reach the router) goes with them, before the router does.
   if (g.loops) g.loops->Stop();
-  g.workers.reset();  // joins the health checker
+  g.prompt_workers.reset();  // finishes what it holds; their calls reach no loop any more
+  g.workers.reset();         // joins the health checker
   g.client.reset();
   g.server.reset();
   g.loops.reset();

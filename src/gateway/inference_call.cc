@@ -24,29 +24,51 @@ routing::RouteRequest RouteRequestOf(const CallPlan& plan) {
 }
 
 LogRateLimiter experts_log_limiter(5);
+LogRateLimiter upstream_log_limiter(5);
 
 }  // namespace
 
-void InferenceCall::Start(CallServices& s, api::Api api, const http::Request& req,
+// 429 and 503 tell the client when to come back.
+static void Reject(CallServices& s, const std::string& route, http::Responder& responder,
+                   const Status& status) {
+  const int code = api::HttpStatus(status.code());
+  s.metrics.requests.Add({route, std::to_string(code)});
+  http::Responder::Headers headers;
+  if (code == 429 || code == 503) headers.emplace_back("Retry-After", "1");
+  responder.Send(code, "application/json", api::ErrorBody(status), std::move(headers));
+}
+
+void InferenceCall::Start(CallServices& s, api::Api api, http::Request req,
                           std::shared_ptr<http::Responder> responder) {
-  CallPlan plan;
-  plan.received = std::chrono::steady_clock::now();
-  auto reject = [&](const Status& status) {
-    s.metrics.requests.Add({req.path, std::to_string(api::HttpStatus(status.code()))});
-    responder->Send(api::HttpStatus(status.code()), "application/json", api::ErrorBody(status));
-  };
-  if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
-    return reject(st);
-  }
+  const auto received = std::chrono::steady_clock::now();
   if (s.in_flight.fetch_add(1) >= static_cast<int64_t>(s.limits.max_in_flight)) {
     --s.in_flight;
-    return reject({StatusCode::kResourceExhausted,
+    return Reject(s, req.path, *responder,
+                  {StatusCode::kResourceExhausted,
                    fmt::format("more than {} requests in flight", s.limits.max_in_flight)});
+  }
+  if (req.body.size() < s.limits.offload_prompt_bytes) {
+    return Plan(s, api, req, received, std::move(responder));
+  }
+  s.prompt_workers.Post([&s, api, req = std::move(req), received, responder] {
+    Plan(s, api, req, received, responder);
+  });
+}
+
+void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req,
+                         std::chrono::steady_clock::time_point received,
+                         std::shared_ptr<http::Responder> responder) {
+  CallPlan plan;
+  plan.received = received;
+  if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
+    --s.in_flight;
+    return Reject(s, req.path, *responder, st);
   }
   std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan));
   if (!decision) {
     --s.in_flight;
-    return reject({StatusCode::kUnavailable, "no healthy worker is available"});
+    return Reject(s, req.path, *responder,
+                  {StatusCode::kUnavailable, "no healthy worker is available"});
   }
   s.metrics.prompt_blocks.Add({}, static_cast<double>(plan.local_hashes.size()));
   std::make_shared<InferenceCall>(s, std::move(plan), *decision, std::move(responder))->Send();
@@ -76,7 +98,10 @@ void InferenceCall::Send() {
   request.target = plan_.path;
   request.body = plan_.EngineBody(w.config.engine);
   const LimitsConfig& limits = services_.limits;
-  request.timeouts = {limits.connect_timeout, limits.first_byte_timeout, limits.idle_timeout};
+  request.timeouts = {
+      limits.connect_timeout,
+      plan_.request.stream ? limits.first_byte_timeout : limits.non_streaming_timeout,
+      limits.idle_timeout};
   request.headers = plan_.forward_headers;
   if (w.config.dp_size > 1) {
     request.headers.emplace_back("X-data-parallel-rank", std::to_string(decision_.worker.dp_rank));
@@ -124,17 +149,32 @@ void InferenceCall::OnFirstByte() {
   services_.metrics.ttft_seconds.Observe({plan_.path}, SecondsSince(plan_.received));
 }
 
+bool InferenceCall::Backlogged() const {
+  return responder_->buffered_bytes() > services_.limits.client_buffer_bytes;
+}
+
+void InferenceCall::Write(std::string data) {
+  if (data.size() >= 2) {
+    tail_[0] = data[data.size() - 2];
+  } else if (!data.empty()) {
+    tail_[0] = tail_[1];
+  }
+  if (!data.empty()) tail_[1] = data.back();
+  responder_->Write(std::move(data));
+}
+
 void InferenceCall::OnBody(std::string_view data) {
   if (!streaming_) {
+    if (body_.size() + data.size() > services_.limits.max_response_bytes) {
+      too_large_ = true;  // Cancelled() now: the engine's connection is dropped
+      return;
+    }
     body_.append(data);
     return;
   }
   if (!first_byte_) OnFirstByte();
-  if (!stream_rewriter_) {
-    responder_->Write(std::string(data));
-    return;
-  }
-  stream_rewriter_->Feed(data, [this](std::string out) { responder_->Write(std::move(out)); });
+  if (!stream_rewriter_) return Write(std::string(data));
+  stream_rewriter_->Feed(data, [this](std::string out) { Write(std::move(out)); });
 }
 
 bool InferenceCall::Retry() {
@@ -152,34 +192,56 @@ bool InferenceCall::Retry() {
 }
 
 void InferenceCall::OnDone(const Status& status) {
-  const uint32_t worker = decision_.worker.worker;
-  const bool engine_failed = !status.ok() || status_ >= 500;
-  if (engine_failed && !Cancelled()) {
-    services_.metrics.upstream_errors.Add({std::to_string(worker)});
-    services_.workers.ReportFailure(
-        worker, status.ok() ? fmt::format("status {}", status_) : status.message());
-  } else if (!engine_failed) {
-    services_.workers.ReportSuccess(worker);
+  const Worker& w = services_.workers.worker(decision_.worker.worker);
+  if (too_large_) {
+    const Status failure(StatusCode::kAborted,
+                         fmt::format("worker {}'s response is larger than {} bytes", w.id,
+                                     services_.limits.max_response_bytes));
+    Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
+    return responder_->Send(502, "application/json", api::ErrorBody(failure));
   }
-  auto write = [this](std::string out) { responder_->Write(std::move(out)); };
+  // Out of descriptors or memory here: not the worker's fault, and no use retrying.
+  const bool local = status.code() == StatusCode::kResourceExhausted;
+  const bool engine_failed = !status.ok() || status_ >= 500;
+  const std::string detail = status.ok() ? fmt::format("status {}", status_) : status.message();
+  if (engine_failed && !local && !Cancelled()) {
+    services_.metrics.upstream_errors.Add({std::to_string(w.id)});
+    services_.workers.ReportFailure(w.id, WorkerPool::Check::kInference, detail);
+  } else if (!engine_failed) {
+    services_.workers.ReportSuccess(w.id, WorkerPool::Check::kInference);
+  }
+  if (engine_failed && upstream_log_limiter.Allow()) {
+    Log(LogLevel::kWarn, "worker {} ({}): {}", w.id, w.config.url, detail);
+  }
+  auto write = [this](std::string out) { Write(std::move(out)); };
   if (engine_failed && !streaming_) {
-    if (Retry()) return;
-    const Status failure(status.timed_out() ? StatusCode::kDeadlineExceeded : StatusCode::kAborted,
-                         status.ok() ? fmt::format("worker {} answered {}: {}", worker, status_,
-                                                   body_.substr(0, 300))
-                                     : fmt::format("worker {}: {}", worker, status.message()));
+    if (!local && Retry()) return;
+    // The client learns which worker failed and how, not where it lives (that is logged).
+    const Status failure =
+        local ? Status(StatusCode::kUnavailable, "the gateway is short of resources; retry later")
+        : status.timed_out() ? Status(StatusCode::kDeadlineExceeded,
+                                      fmt::format("worker {} did not answer in time", w.id))
+        : status.ok() ? Status(StatusCode::kAborted, fmt::format("worker {} answered {}: {}", w.id,
+                                                                 status_, body_.substr(0, 300)))
+                      : Status(StatusCode::kAborted, fmt::format("worker {} failed", w.id));
     const int code = api::HttpStatus(failure.code());
     Finish(code, /*succeeded=*/false);
-    return responder_->Send(code, "application/json", api::ErrorBody(failure));
+    http::Responder::Headers headers;
+    if (code == 503) headers.emplace_back("Retry-After", "1");
+    return responder_->Send(code, "application/json", api::ErrorBody(failure), std::move(headers));
   }
   if (streaming_) {
     if (!status.ok()) {
-      // Bytes already reached the client: end the stream with an error event, never a hang.
-      if (stream_rewriter_) stream_rewriter_->Finish(/*complete=*/false, write);
-      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream: {}",
-                                                             worker, status.message()));
-      responder_->Write(api::SseEvent(api::ErrorBody(failure)));
-      Finish(status_, /*succeeded=*/false);
+      // Bytes already reached the client: end the stream with an error event, never a hang,
+      // after whatever part of an event the engine left unfinished.
+      if (stream_rewriter_) {
+        stream_rewriter_->Finish(/*complete=*/false, write);
+      } else if (tail_[0] != '\n' || tail_[1] != '\n') {
+        Write("\n\n");
+      }
+      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream", w.id));
+      Write(api::SseEvent(api::ErrorBody(failure)));
+      Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
       return responder_->End();
     }
     if (stream_rewriter_) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "api/response_rewriter.h"
+#include "common/work_queue.h"
 #include "gateway/call_plan.h"
 #include "gateway/config.h"
 #include "http/client.h"
@@ -32,6 +33,7 @@ struct CallServices {
   http::Client& client;
   GatewayMetrics& metrics;
   const LimitsConfig& limits;
+  WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
   std::atomic<int64_t> in_flight{0};
 };
 
@@ -39,7 +41,8 @@ class InferenceCall : public http::ResponseSink,
                       public std::enable_shared_from_this<InferenceCall> {
  public:
   // Serves `req` to `api`; `responder` is answered in every case (errors in OpenAI's shape).
-  static void Start(CallServices& services, api::Api api, const http::Request& req,
+  // Admission comes first, so a rejected request costs no templating or tokenizing.
+  static void Start(CallServices& services, api::Api api, http::Request req,
                     std::shared_ptr<http::Responder> responder);
 
   InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,
@@ -49,10 +52,16 @@ class InferenceCall : public http::ResponseSink,
   void OnHeaders(int status, std::string_view content_type) override;
   void OnBody(std::string_view data) override;
   void OnDone(const Status& status) override;
-  bool Cancelled() const override { return !responder_->connected(); }
+  bool Cancelled() const override { return too_large_ || !responder_->connected(); }
+  bool Backlogged() const override;
 
  private:
+  // After admission: read and hash the request, route it, send it.
+  static void Plan(CallServices& services, api::Api api, const http::Request& req,
+                   std::chrono::steady_clock::time_point received,
+                   std::shared_ptr<http::Responder> responder);
   void Send();
+  void Write(std::string data);
   bool Retry();
   void OnFirstByte();
   api::ResponseRewriter MakeRewriter() const;
@@ -73,7 +82,9 @@ class InferenceCall : public http::ResponseSink,
   std::string content_type_;
   bool streaming_ = false;  // the client's response has begun (SSE)
   bool first_byte_ = false;
-  std::string body_;  // non-streaming responses, and failed attempts' error bodies
+  std::string body_;             // non-streaming responses, and failed attempts' error bodies
+  bool too_large_ = false;       // the non-streaming body passed limits.max_response_bytes
+  char tail_[2] = {'\n', '\n'};  // the last bytes passed through: is the stream between events?
   std::optional<api::ResponseRewriter> stream_rewriter_;  // when the client asked for nvext
 };
 

@@ -13,9 +13,9 @@ class HealthProbe : public http::ResponseSink {
   void OnBody(std::string_view) override {}
   void OnDone(const Status& s) override {
     if (s.ok() && status_ == 200) {
-      pool_.ReportSuccess(id_);
-    } else {
-      pool_.ReportFailure(id_,
+      pool_.ReportSuccess(id_, WorkerPool::Check::kProbe);
+    } else if (s.code() != StatusCode::kResourceExhausted) {  // ours, not the worker's
+      pool_.ReportFailure(id_, WorkerPool::Check::kProbe,
                           s.ok() ? fmt::format("health check status {}", status_) : s.message());
     }
   }
@@ -63,16 +63,23 @@ size_t WorkerPool::healthy_count() const {
   return n;
 }
 
-void WorkerPool::ReportSuccess(uint32_t id) {
-  health_[id]->failures = 0;
-  if (!health_[id]->healthy) SetHealthy(id, true);
+void WorkerPool::ReportSuccess(uint32_t id, Check check) {
+  Health& h = *health_[id];
+  if (check == Check::kInference) {
+    h.inference_failures = 0;
+    return;
+  }
+  h.probe_failures = 0;
+  if (!h.healthy) SetHealthy(id, true);
 }
 
-void WorkerPool::ReportFailure(uint32_t id, std::string_view why) {
-  const uint32_t failures = ++health_[id]->failures;
-  if (failures >= limits_.unhealthy_after && health_[id]->healthy) {
-    Log(LogLevel::kWarn, "worker {} ({}) is unhealthy after {} failures: {}", id,
-        workers_[id]->config.url, failures, why);
+void WorkerPool::ReportFailure(uint32_t id, Check check, std::string_view why) {
+  Health& h = *health_[id];
+  const uint32_t failures = ++(check == Check::kProbe ? h.probe_failures : h.inference_failures);
+  if (failures >= limits_.unhealthy_after && h.healthy) {
+    Log(LogLevel::kWarn, "worker {} ({}) is unhealthy after {} failed {}: {}", id,
+        workers_[id]->config.url, failures, check == Check::kProbe ? "health checks" : "requests",
+        why);
     SetHealthy(id, false);
   }
 }

@@ -40,10 +40,14 @@ class WorkerPool {
   bool healthy(uint32_t id) const;
   size_t healthy_count() const;
 
-  // Outcome of a request or health check; flips the worker's health after
-  // `limits.unhealthy_after` consecutive failures, or on the first success when down.
-  void ReportSuccess(uint32_t id);
-  void ReportFailure(uint32_t id, std::string_view why);
+  // Outcomes of health checks and of inference requests, counted apart: a worker that
+  // answers /health but fails every request must still leave routing. It does after
+  // `limits.unhealthy_after` consecutive failures of either kind; a passing health check
+  // brings it back, but its inference failures are forgotten only by a request that
+  // succeeds (so a worker that hangs every request costs one request per return).
+  enum class Check : uint8_t { kProbe, kInference };
+  void ReportSuccess(uint32_t id, Check check);
+  void ReportFailure(uint32_t id, Check check, std::string_view why);
 
  private:
   void SetHealthy(uint32_t id, bool healthy);
@@ -56,7 +60,8 @@ class WorkerPool {
   std::vector<std::unique_ptr<Worker>> workers_;
   struct Health {
     std::atomic<bool> healthy{true};
-    std::atomic<uint32_t> failures{0};
+    std::atomic<uint32_t> probe_failures{0};
+    std::atomic<uint32_t> inference_failures{0};
   };
   std::vector<std::unique_ptr<Health>> health_;
   std::mutex transition_mu_;  // one health flip at a time

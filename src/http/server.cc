@@ -33,6 +33,7 @@ struct Piece {
   int status = 200;
   std::string content_type;
   std::string data;
+  std::string extra_headers;  // kSend: formatted header lines
 };
 
 // What a Responder queued for its connection. Shared between handler threads and the
@@ -67,29 +68,33 @@ class ResponderImpl : public Responder {
   ~ResponderImpl() override {
     if (!answered_) {
       ErrorResponse e = errors_(500, "the handler did not answer");
-      state_->Push({Piece::kSend, 500, std::move(e.content_type), std::move(e.body)});
+      state_->Push({Piece::kSend, 500, std::move(e.content_type), std::move(e.body), {}});
     } else if (streaming_ && !ended_) {
-      state_->Push({Piece::kEnd, 0, {}, {}});
+      state_->Push({Piece::kEnd, 0, {}, {}, {}});
     }
   }
-  void Send(int status, std::string content_type, std::string body) override {
+  using Responder::Send;
+  void Send(int status, std::string content_type, std::string body, Headers headers) override {
     if (answered_) return;
     answered_ = true;
-    state_->Push({Piece::kSend, status, std::move(content_type), std::move(body)});
+    std::string extra;
+    for (const auto& [name, value] : headers) extra += fmt::format("{}: {}\r\n", name, value);
+    state_->Push(
+        {Piece::kSend, status, std::move(content_type), std::move(body), std::move(extra)});
   }
   void Begin(int status, std::string content_type) override {
     if (answered_) return;
     answered_ = streaming_ = true;
-    state_->Push({Piece::kBegin, status, std::move(content_type), {}});
+    state_->Push({Piece::kBegin, status, std::move(content_type), {}, {}});
   }
   void Write(std::string chunk) override {
     if (!streaming_ || ended_ || chunk.empty()) return;
-    state_->Push({Piece::kWrite, 0, {}, std::move(chunk)});
+    state_->Push({Piece::kWrite, 0, {}, std::move(chunk), {}});
   }
   void End() override {
     if (!streaming_ || ended_) return;
     ended_ = true;
-    state_->Push({Piece::kEnd, 0, {}, {}});
+    state_->Push({Piece::kEnd, 0, {}, {}, {}});
   }
   bool connected() const override { return state_->connected; }
   size_t buffered_bytes() const override { return state_->buffered; }
@@ -214,9 +219,11 @@ struct Server::Impl {
 
   // A whole response: head and body in one gather write.
   awaitable<bool> WriteWhole(beast::tcp_stream& stream, int status, std::string_view content_type,
-                             std::string_view body, bool keep_alive) {
+                             std::string_view body, bool keep_alive,
+                             std::string_view extra_headers = {}) {
     const std::string head = ResponseHead(
-        status, content_type, fmt::format("Content-Length: {}\r\n", body.size()), keep_alive);
+        status, content_type, fmt::format("{}Content-Length: {}\r\n", extra_headers, body.size()),
+        keep_alive);
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
     stream.expires_after(options.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
@@ -265,8 +272,8 @@ struct Server::Impl {
         bool ok = true;
         switch (p.kind) {
           case Piece::kSend: {
-            const bool ok =
-                co_await WriteWhole(stream, p.status, p.content_type, p.data, keep_alive);
+            const bool ok = co_await WriteWhole(stream, p.status, p.content_type, p.data,
+                                                keep_alive, p.extra_headers);
             co_return ok&& keep_alive;
           }
           case Piece::kBegin:

@@ -35,8 +35,13 @@ struct Request {
 // away unanswered, the client gets a 500.
 class Responder {
  public:
+  using Headers = std::vector<std::pair<std::string, std::string>>;
   virtual ~Responder() = default;
-  virtual void Send(int status, std::string content_type, std::string body) = 0;
+  void Send(int status, std::string content_type, std::string body) {
+    Send(status, std::move(content_type), std::move(body), {});
+  }
+  // With extra response headers (e.g. Retry-After).
+  virtual void Send(int status, std::string content_type, std::string body, Headers headers) = 0;
   virtual void Begin(int status, std::string content_type) = 0;  // chunked from here on
   virtual void Write(std::string chunk) = 0;
   virtual void End() = 0;
@@ -48,7 +53,8 @@ class Responder {
   virtual size_t buffered_bytes() const = 0;
 };
 
-using Handler = std::function<void(const Request&, std::shared_ptr<Responder>)>;
+// The request is the handler's to keep (or move elsewhere, e.g. to another thread).
+using Handler = std::function<void(Request, std::shared_ptr<Responder>)>;
 
 // How the server words the errors it answers by itself (a body over the limit, a malformed
 // request, a handler that never answered): the protocol above HTTP decides the shape.

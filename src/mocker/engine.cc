@@ -79,6 +79,21 @@ void Engine::Free(Sequence& seq) {
   seq.blocks.clear();
 }
 
+bool Engine::Abort(uint64_t id) {
+  auto has_id = [id](const std::unique_ptr<Sequence>& seq) { return seq->id == id; };
+  if (auto it = std::find_if(running_.begin(), running_.end(), has_id); it != running_.end()) {
+    Free(**it);
+    running_.erase(it);
+    return true;
+  }
+  if (auto it = std::find_if(waiting_.begin(), waiting_.end(), has_id); it != waiting_.end()) {
+    Free(**it);
+    waiting_.erase(it);
+    return true;
+  }
+  return false;
+}
+
 void Engine::Preempt(Sequence& seq) {
   // Recompute-style preemption: drop the KV, keep the tokens, start over when readmitted.
   Free(seq);

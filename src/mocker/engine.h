@@ -65,6 +65,9 @@ class Engine {
 
   // Schedules and runs one step; its outputs and events belong to the step's end.
   StepResult Step();
+  // Stops request `id` (its client left): its blocks are released, as when it finishes.
+  // False when no such request is queued or running.
+  bool Abort(uint64_t id);
   // Drops the prefix cache (an engine reset): AllBlocksCleared in the next step's events.
   void ResetCache() { pool_.ClearCache(); }
 

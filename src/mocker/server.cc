@@ -104,7 +104,7 @@ struct MockerServer::Impl {
 
   // Counters for /metrics (written by the engine thread).
   std::atomic<uint64_t> requests_total{0}, finished_total{0}, prompt_tokens_total{0},
-      cached_tokens_total{0}, generation_tokens_total{0}, batches_published{0};
+      cached_tokens_total{0}, generation_tokens_total{0}, batches_published{0}, aborted_total{0};
   std::atomic<size_t> running{0}, waiting{0};
   std::atomic<double> kv_usage{0};
 
@@ -247,6 +247,8 @@ struct MockerServer::Impl {
     };
     metric("kvgate_mocker_requests_total", "Requests accepted.", requests_total);
     metric("kvgate_mocker_finished_total", "Requests finished.", finished_total);
+    metric("kvgate_mocker_aborted_total", "Requests stopped because their client left.",
+           aborted_total);
     metric("kvgate_mocker_prompt_tokens_total", "Prompt tokens.", prompt_tokens_total);
     metric("kvgate_mocker_prefix_cache_hit_tokens_total",
            "Prompt tokens served from the prefix cache.", cached_tokens_total);
@@ -289,6 +291,7 @@ struct MockerServer::Impl {
         prompt_tokens_total += p.prompt.size();
         active.emplace(p.id, std::move(p));
       }
+      AbortVanished();
       if (!engine.HasWork()) {
         if (!delayed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         next = Clock::now();
@@ -304,6 +307,20 @@ struct MockerServer::Impl {
       std::this_thread::sleep_until(next);
       PublishEvents(r.events);
       for (const StepOutput& o : r.outputs) Deliver(o);
+    }
+  }
+
+  // Requests whose clients left stop, as in vLLM (which aborts on disconnect): their
+  // compute and KV blocks go to the others.
+  void AbortVanished() {
+    for (auto it = active.begin(); it != active.end();) {
+      if (it->second.responder->connected()) {
+        ++it;
+        continue;
+      }
+      engine.Abort(it->first);
+      ++aborted_total;
+      active.erase(it++);
     }
   }
 

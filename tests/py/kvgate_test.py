@@ -33,14 +33,24 @@ class Mocker:
     a previous Mocker) to restart one in the same place."""
 
     def __init__(self, *args, ports=None, speedup="50"):
-        self.port, self.events, self.replay = ports or (free_port(), free_port(), free_port())
         self.args = args
-        self.proc = subprocess.Popen(
-            [KVGATE, "mocker", "--port", str(self.port), "--speedup", speedup,
-             "--kv-events", f"tcp://127.0.0.1:{self.events}",
-             "--kv-replay", f"tcp://127.0.0.1:{self.replay}", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.proc.stdout.readline()  # the "listening" line
+        # A port free_port() found can be taken by another process before the mocker binds
+        # it (tests run in parallel): then the mocker exits at once, and new ports are tried.
+        for attempt in range(5):
+            self.port, self.events, self.replay = ports or (free_port(), free_port(), free_port())
+            self.proc = subprocess.Popen(
+                [KVGATE, "mocker", "--port", str(self.port), "--speedup", speedup,
+                 "--kv-events", f"tcp://127.0.0.1:{self.events}",
+                 "--kv-replay", f"tcp://127.0.0.1:{self.replay}", *args],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            if self.proc.stdout.readline():  # the "listening" line
+                break
+            self.proc.wait(10)
+            error = self.proc.stderr.read()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+            if ports is not None or attempt == 4:
+                raise AssertionError(f"mocker did not start: {error}")
         self.url = f"http://127.0.0.1:{self.port}"
 
     def post(self, path, body, raw=False):

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 namespace kvgate {
 namespace {
 
@@ -32,6 +34,43 @@ TEST(SseEvent, WritesOneDataLineAndABlankLine) {
   splitter.Feed(api::SseEvent("x") + std::string(api::kSseDone),
                 [&](std::string_view e) { data.push_back(api::SseData(e)); });
   EXPECT_EQ(data, (std::vector<std::string>{"x", "[DONE]"}));
+}
+
+// The events of a whole stream, found the plain way (earliest "\n\n" or "\r\n\r\n").
+std::vector<std::string> Reference(const std::string& stream, std::string* rest) {
+  std::vector<std::string> events;
+  size_t begin = 0;
+  for (;;) {
+    const size_t lf = stream.find("\n\n", begin), crlf = stream.find("\r\n\r\n", begin);
+    const size_t end = std::min(lf, crlf);
+    if (end == std::string::npos) break;
+    events.push_back(stream.substr(begin, end - begin));
+    begin = end + (end == crlf ? 4 : 2);
+  }
+  *rest = stream.substr(begin);
+  return events;
+}
+
+TEST(SseSplitter, AnyCutOfAnyStreamGivesThePlainSplit) {
+  std::mt19937 rng(7);
+  const char alphabet[] = {'a', ':', '\n', '\r'};
+  for (int round = 0; round < 2000; ++round) {
+    std::string stream;
+    const size_t length = rng() % 60;
+    for (size_t i = 0; i < length; ++i) stream += alphabet[rng() % 4];
+    std::string rest;
+    const std::vector<std::string> want = Reference(stream, &rest);
+    api::SseSplitter splitter;
+    std::vector<std::string> got;
+    for (size_t i = 0; i < stream.size();) {
+      const size_t piece = 1 + rng() % 5;
+      splitter.Feed(std::string_view(stream).substr(i, piece),
+                    [&](std::string_view e) { got.emplace_back(e); });
+      i += piece;
+    }
+    EXPECT_EQ(got, want) << testing::PrintToString(stream);
+    EXPECT_EQ(splitter.pending(), rest);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,207 @@
+"""What adversarial clients and misbehaving engines can do to `kvgate serve`, with real
+processes and raw sockets: authentication before the body, keys files that would turn
+authentication off, a worker that answers /health but hangs every request, clients that
+leave or stop reading, running out of file descriptors, and Retry-After on overload."""
+import json
+import os
+import re
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import KVGATE, Mocker, main  # noqa: E402
+from test_gateway import Gateway, worker_config  # noqa: E402
+
+
+def raw_request(port, data, read=True, timeout=5):
+    """Sends `data` on a fresh connection; returns the reply (until close or timeout)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(data)
+    if not read:
+        return s
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+            if b"\r\n\r\n" in out and b"Content-Length" in out:
+                head, _, body = out.partition(b"\r\n\r\n")
+                n = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+                if len(body) >= n:
+                    break
+    except socket.timeout:
+        pass
+    s.close()
+    return out
+
+
+def port_of(gw):
+    return int(gw.url.rsplit(":", 1)[1])
+
+
+def rss_kb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class HardeningTest(unittest.TestCase):
+    def test_api_keys_are_checked_before_the_body_and_the_scheme_is_case_insensitive(self):
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "api_keys": ["k1"]})
+        try:
+            status, _ = gw.post("/v1/completions", {"prompt": "hi", "max_tokens": 1},
+                                headers={"Authorization": "bearer k1"})
+            self.assertEqual(status, 200)
+            status, r = gw.post("/v1/completions", {"prompt": "hi", "max_tokens": 1},
+                                headers={"Authorization": "Bearer k2"})
+            self.assertEqual(status, 401)
+            self.assertEqual(r["error"]["type"], "authentication_error")
+            # 30 MB announced, not one byte sent: the 401 comes anyway, right away.
+            start = time.time()
+            reply = raw_request(port_of(gw), b"POST /v1/completions HTTP/1.1\r\nHost: a\r\n"
+                                b"Content-Length: 30000000\r\n\r\n")
+            self.assertTrue(reply.startswith(b"HTTP/1.1 401"), reply[:200])
+            self.assertLess(time.time() - start, 2)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_a_keys_file_without_keys_refuses_to_start(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            keys = os.path.join(tmp, "keys")
+            with open(keys, "w") as f:
+                f.write("# keys go here\n\n")
+            p = subprocess.run([KVGATE, "serve", "--port", "0", "--api-keys-file", keys],
+                               capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("holds no API key", p.stderr)
+
+    def test_a_worker_that_hangs_every_request_leaves_routing_despite_passing_health_checks(self):
+        hang, ok = Mocker("--fault-hang-every", "1"), Mocker()
+        gw = Gateway("--policy", "round_robin", config={
+            "workers": [worker_config(hang), worker_config(ok)],
+            "limits": {"non_streaming_timeout_ms": 400, "health_interval_ms": 100,
+                       "unhealthy_after": 2}})
+        try:
+            for i in range(8):
+                status, r = gw.post("/v1/completions", {"prompt": f"x {i}", "max_tokens": 1})
+                self.assertEqual(status, 200, r)
+            # Health checks pass every 100 ms; only its failed requests take it out.
+            with open(os.path.join(gw.tmp, "stderr.log")) as f:
+                log = f.read()
+            self.assertIn("worker 0", log)
+            self.assertIn("is unhealthy after 2 failed requests", log)
+        finally:
+            gw.close()
+            hang.close()
+            ok.close()
+
+    def test_a_client_that_leaves_a_non_streaming_request_stops_the_engine_work(self):
+        m = Mocker(speedup="1")  # real-time steps: 2000 tokens take seconds
+        gw = Gateway(config={"workers": [worker_config(m)]})
+        try:
+            body = json.dumps({"prompt": "long", "max_tokens": 2000}).encode()
+            s = raw_request(port_of(gw), b"POST /v1/completions HTTP/1.1\r\nHost: a\r\n"
+                            b"Content-Type: application/json\r\nContent-Length: "
+                            + str(len(body)).encode() + b"\r\n\r\n" + body, read=False)
+            gw.wait_metric("kvgate_requests_in_flight", lambda v: v == 1)
+            s.close()
+            # The gateway lets go at once, and the engine stops generating.
+            gw.wait_metric("kvgate_requests_in_flight", lambda v: v == 0, timeout=3)
+            deadline = time.time() + 3
+            while time.time() < deadline:
+                with socket.create_connection(("127.0.0.1", m.port)) as c:
+                    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+                    text = b""
+                    while chunk := c.recv(65536):
+                        text += chunk
+                if b"kvgate_mocker_aborted_total 1" in text:
+                    break
+                time.sleep(0.05)
+            self.assertIn(b"kvgate_mocker_aborted_total 1", text)
+            self.assertEqual(gw.metric("kvgate_upstream_retries_total"), 0)  # nobody to answer
+        finally:
+            gw.close()
+            m.close()
+
+    def test_a_client_that_stops_reading_a_stream_does_not_make_the_gateway_buffer_it(self):
+        m = Mocker(speedup="1000000")  # tokens as fast as the socket takes them
+        gw = Gateway(config={"workers": [worker_config(m)],
+                             "limits": {"client_buffer_bytes": 1 << 20}})
+        try:
+            before = rss_kb(gw.proc.pid)
+            body = json.dumps({"prompt": "stream", "max_tokens": 150000, "stream": True}).encode()
+            s = raw_request(port_of(gw), b"POST /v1/completions HTTP/1.1\r\nHost: a\r\n"
+                            b"Content-Type: application/json\r\nContent-Length: "
+                            + str(len(body)).encode() + b"\r\n\r\n" + body, read=False)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            time.sleep(4)  # the stream is ~30 MB; the client reads none of it
+            grown_mb = (rss_kb(gw.proc.pid) - before) / 1024
+            self.assertLess(grown_mb, 16, f"the gateway grew {grown_mb:.0f} MB")
+            s.close()
+            gw.wait_metric("kvgate_requests_in_flight", lambda v: v == 0, timeout=5)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_overload_answers_carry_retry_after(self):
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "limits": {"max_in_flight": 0}})
+        try:
+            body = b'{"prompt": "hi"}'
+            reply = raw_request(port_of(gw), b"POST /v1/completions HTTP/1.1\r\nHost: a\r\n"
+                                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+                                + body)
+            self.assertTrue(reply.startswith(b"HTTP/1.1 429"), reply[:200])
+            self.assertIn(b"\r\nRetry-After: 1\r\n", reply)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_running_out_of_descriptors_is_not_blamed_on_workers_and_does_not_spin(self):
+        m = Mocker()
+        limit = 64
+
+        def low_fd_limit():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+        gw = Gateway(config={"workers": [worker_config(m)],
+                             "limits": {"unhealthy_after": 1, "health_interval_ms": 200}},
+                     preexec_fn=low_fd_limit)
+        held = []
+        try:
+            status, _ = gw.post("/v1/completions", {"prompt": "warm", "max_tokens": 1})
+            self.assertEqual(status, 200)
+            for _ in range(limit + 20):  # more idle connections than it has descriptors
+                held.append(socket.create_connection(("127.0.0.1", port_of(gw))))
+            time.sleep(0.3)
+            cpu = cpu_seconds(gw.proc.pid)
+            time.sleep(1)
+            self.assertLess(cpu_seconds(gw.proc.pid) - cpu, 0.5, "accept loop spins")
+            for s in held:
+                s.close()
+            held.clear()
+            time.sleep(0.5)
+            # Its own shortage did not take the worker out of routing.
+            self.assertEqual(gw.metric("kvgate_worker_healthy", worker="0"), 1)
+            status, _ = gw.post("/v1/completions", {"prompt": "again", "max_tokens": 1})
+            self.assertEqual(status, 200)
+        finally:
+            for s in held:
+                s.close()
+            gw.close()
+            m.close()
+
+
+if __name__ == "__main__":
+    main()
