@@ -6,6 +6,12 @@
 
 namespace kvgate::api {
 
+boost::json::value ParseJson(std::string_view text, boost::system::error_code& ec) {
+  boost::json::parse_options options;
+  options.max_depth = kMaxJsonDepth;
+  return boost::json::parse(text, ec, {}, options);
+}
+
 const boost::json::value* Field(const boost::json::object& o, std::string_view key) {
   const boost::json::value* v = o.if_contains(key);
   return v == nullptr || v->is_null() ? nullptr : v;

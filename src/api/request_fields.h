@@ -3,10 +3,17 @@
 #pragma once
 
 #include <boost/json/fwd.hpp>
+#include <boost/system/error_code.hpp>
 #include <string>
 #include <string_view>
 
 namespace kvgate::api {
+
+// JSON of requests and responses, nested up to 256 levels (Boost.JSON's default, 32, turns
+// away real tool schemas). The values built from it are walked recursively, so there is a
+// limit.
+inline constexpr int kMaxJsonDepth = 256;
+boost::json::value ParseJson(std::string_view text, boost::system::error_code& ec);
 
 struct BadField {
   std::string message;

@@ -1,5 +1,6 @@
 #include "api/response_rewriter.h"
 
+#include "api/request_fields.h"
 #include "api/routed_experts.h"
 
 namespace kvgate::api {
@@ -37,7 +38,7 @@ std::string Unchanged(std::string_view event) { return std::string(event) + "\n\
 
 std::string ResponseRewriter::RewriteBody(std::string body) {
   boost::system::error_code ec;
-  json::value parsed = json::parse(body, ec);
+  json::value parsed = ParseJson(body, ec);
   if (ec || !parsed.is_object()) return body;
   json::object& o = parsed.as_object();
   if (options_.extra.routed_experts) {
@@ -65,7 +66,7 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
     return;
   }
   boost::system::error_code ec;
-  json::value parsed = data.empty() ? json::value() : json::parse(data, ec);
+  json::value parsed = data.empty() ? json::value() : ParseJson(data, ec);
   if (ec || !parsed.is_object()) {  // not ours to understand: pass it on
     write(Unchanged(event));
     return;

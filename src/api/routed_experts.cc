@@ -118,8 +118,14 @@ json::value FromNpy(std::string_view b64, const ExpertsContext& c, std::string* 
     while (i < shape_text.size() && shape_text[i] != ')') {
       if (shape_text[i] >= '0' && shape_text[i] <= '9') {
         uint64_t n = 0;
+        bool overflow = false;
         while (i < shape_text.size() && shape_text[i] >= '0' && shape_text[i] <= '9') {
-          n = n * 10 + static_cast<uint64_t>(shape_text[i++] - '0');
+          overflow |= __builtin_mul_overflow(n, 10, &n) ||
+                      __builtin_add_overflow(n, static_cast<uint64_t>(shape_text[i++] - '0'), &n);
+        }
+        if (overflow) {
+          *problem = "routed experts: .npy shape out of range";
+          return nullptr;
         }
         shape.push_back(n);
       } else {
@@ -132,7 +138,11 @@ json::value FromNpy(std::string_view b64, const ExpertsContext& c, std::string* 
     return nullptr;
   }
   const std::string_view data(npy.data() + offset + header_len, npy.size() - offset - header_len);
-  if (data.size() != shape[0] * shape[1] * shape[2] * itemsize) {
+  // The size the shape implies, checked: a crafted shape must not wrap around to match.
+  uint64_t implied = itemsize;
+  bool overflow = false;
+  for (uint64_t dim : shape) overflow |= __builtin_mul_overflow(implied, dim, &implied);
+  if (overflow || data.size() != implied) {
     *problem = "routed experts: .npy data size does not match its shape";
     return nullptr;
   }

@@ -106,7 +106,9 @@ Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messag
       Value args = fn.Get("arguments");
       if (!args.is_string()) continue;
       boost::system::error_code ec;
-      json::value parsed = json::parse(args.text, ec);
+      json::parse_options deep;
+      deep.max_depth = 256;  // as the request itself may nest (api/request_fields.h)
+      json::value parsed = json::parse(args.text, ec, {}, deep);
       if (!ec)
         fn.Set("arguments",
                Value::FromJson(heap, parsed_arguments.emplace_back(std::move(parsed))));

@@ -50,12 +50,14 @@ class StreamState {
 
  private:
   void ApplyInOrder(uint64_t seq, std::string_view payload, bool replayed);
-  void StartReplay(uint64_t from);
+  // Asks for [from, until): the gap before the live batch `until`.
+  void StartReplay(uint64_t from, uint64_t until);
 
   StreamActions& actions_;
   const bool replay_available_;
   std::optional<uint64_t> last_;
   bool replaying_ = false;
+  uint64_t replay_until_ = 0;                 // replayed batches must come before this seq
   std::map<uint64_t, std::string> buffered_;  // live batches held during a replay
   StreamCounters counters_;
 };

@@ -116,13 +116,23 @@ class Subscriber::Stream : public StreamActions {
       }
     }
     const int64_t dp = batch_.dp_rank.value_or(0);
+    if (dp > int64_t{UINT32_MAX}) {  // no engine has that many ranks: not some other rank's
+      ++stats_.bad_payloads;
+      if (g_bad_input_log.Allow()) {
+        Log(LogLevel::kWarn, "worker {} seq {}: data_parallel_rank {} out of range", worker(), seq,
+            dp);
+      }
+      return;
+    }
     const kv::WorkerKey key{worker(), dp < 0 ? 0u : static_cast<uint32_t>(dp)};
     if (owner_.index_ != nullptr) owner_.index_->ApplyBatch(key, batch_, stats_.apply);
     if (owner_.observer_) owner_.observer_(worker(), seq, batch_);
   }
 
   void Restart() override {
-    Log(LogLevel::kInfo, "worker {}: event sequence restarted; dropping its blocks", worker());
+    if (g_bad_input_log.Allow()) {  // an engine flapping restarts must not flood the log
+      Log(LogLevel::kInfo, "worker {}: event sequence restarted; dropping its blocks", worker());
+    }
     if (owner_.index_ != nullptr) owner_.index_->RemoveWorker(worker());
   }
 

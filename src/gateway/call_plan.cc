@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "api/request_fields.h"
 #include "kv/block_hash.h"
 
 namespace kvgate::gateway {
@@ -42,7 +43,7 @@ Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const
     }
   }
   boost::system::error_code ec;
-  json::value body = json::parse(req.body, ec);
+  json::value body = api::ParseJson(req.body, ec);
   if (ec)
     return Status::InvalidArgument(fmt::format("the body is not valid JSON: {}", ec.message()));
   api::InferenceRequest& r = plan->request;

@@ -149,7 +149,7 @@ struct MockerServer::Impl {
     }
     if (req.method != "POST") return error(405, "use POST");
     boost::system::error_code ec;
-    json::value body = json::parse(req.body, ec);
+    json::value body = api::ParseJson(req.body, ec);
     if (ec) return error(400, fmt::format("the body is not valid JSON: {}", ec.message()));
     try {
       Pending p = Parse(api, body);

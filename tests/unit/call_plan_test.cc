@@ -86,5 +86,23 @@ TEST(CallPlan, RoutedExpertsAskedInEachEnginesOwnWayAndNvextRemoved) {
   EXPECT_FALSE(sglang.contains("routed_experts_prompt_start"));
 }
 
+TEST(CallPlan, DeeplyNestedToolSchemasAreReadUpToALimit) {
+  auto nested = [](int depth) {
+    std::string schema = "{}";
+    for (int i = 0; i < depth; ++i)
+      schema = R"({"type":"object","properties":{"x":)" + schema + "}}";
+    return R"({"prompt":[1,2,3],"tools":[)" + schema + "]}";
+  };
+  CallPlan real;
+  EXPECT_TRUE(
+      PlanCall(Model(), false, api::Api::kCompletions, Post("/v1/completions", nested(40)), &real)
+          .ok());
+  CallPlan absurd;
+  EXPECT_EQ(PlanCall(Model(), false, api::Api::kCompletions, Post("/v1/completions", nested(200)),
+                     &absurd)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

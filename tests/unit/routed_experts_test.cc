@@ -83,7 +83,10 @@ TEST(RoutedExperts, BadNpyIsNull) {
   const std::string data(2 * 2 * 3, '\1');
   for (const std::string& npy :
        {Npy("<f4", "(2, 2, 3)", std::string(48, '\0')), Npy("|u1", "(2, 2)", data),
-        Npy("|u1", "(2, 2, 3)", data.substr(1)), std::string("\x93NUMPY\x01\x00\xff\x00", 10)}) {
+        Npy("|u1", "(2, 2, 3)", data.substr(1)), std::string("\x93NUMPY\x01\x00\xff\x00", 10),
+        // 2 * (2^63 + 6) * 1 wraps to 12 bytes; a dimension past 2^64.
+        Npy("|u1", "(2, 9223372036854775814, 1)", data),
+        Npy("|u1", "(2, 99999999999999999999999, 3)", data)}) {
     const json::value out =
         api::NormalizeRoutedExperts(json::string(Base64Encode(npy)), Context(2, 1), &problem);
     EXPECT_TRUE(out.is_null());

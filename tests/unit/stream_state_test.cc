@@ -36,12 +36,12 @@ TEST(StreamState, GapReplaysThenAppliesBufferedLiveInOrder) {
   s.OnLive(4, "e");
   s.OnReplay(1, "b");
   s.OnReplay(2, "c");
-  s.OnReplay(3, "d");  // the replay overlaps what we buffered
+  s.OnReplay(3, "d");  // the replay overlaps what we buffered: that copy is the duplicate
   s.OnReplayEnd();
   EXPECT_EQ(r.log,
             (Log{"apply 0 a", "replay 1", "apply 1 b", "apply 2 c", "apply 3 d", "apply 4 e"}));
   EXPECT_EQ(s.counters().gaps, 1u);
-  EXPECT_EQ(s.counters().replayed_batches, 3u);
+  EXPECT_EQ(s.counters().replayed_batches, 2u);
   EXPECT_EQ(s.counters().duplicates, 1u);
   EXPECT_EQ(s.counters().lost_batches, 0u);
   EXPECT_FALSE(s.replaying());
@@ -55,6 +55,34 @@ TEST(StreamState, ReplayThatCannotFillTheGapCountsLostBatches) {
   s.OnReplayEnd();  // engine had nothing (or timeout)
   EXPECT_EQ(r.log, (Log{"apply 0 a", "replay 1", "apply 5 f"}));
   EXPECT_EQ(s.counters().lost_batches, 4u);
+}
+
+TEST(StreamState, ABogusReplaySeqPastTheGapIsNotARestart) {
+  Recorder r;
+  StreamState s(r, true);
+  s.OnLive(0, "a");
+  s.OnLive(2, "c");
+  s.OnReplay(1, "b");
+  s.OnReplay(uint64_t{1} << 62, "bogus");  // past the gap [1, 2): ignored
+  s.OnReplayEnd();
+  s.OnLive(3, "d");
+  EXPECT_EQ(r.log, (Log{"apply 0 a", "replay 1", "apply 1 b", "apply 2 c", "apply 3 d"}));
+  EXPECT_EQ(s.counters().restarts, 0u);
+}
+
+TEST(StreamState, LostBatchesSaturateInsteadOfWrapping) {
+  Recorder r;
+  StreamState s(r, false);
+  s.OnLive(0, "a");
+  s.OnLive(UINT64_MAX - 1, "far");
+  s.OnLive(UINT64_MAX, "next");
+  EXPECT_EQ(s.counters().lost_batches, UINT64_MAX - 2);
+  StreamState t(r, false);
+  t.OnLive(0, "a");
+  t.OnLive(UINT64_MAX / 2 + 10, "x");
+  t.OnLive(0, "restart");  // the engine restarted: seq 0 again
+  t.OnLive(UINT64_MAX - 1, "y");
+  EXPECT_EQ(t.counters().lost_batches, UINT64_MAX) << "saturated, not wrapped";
 }
 
 TEST(StreamState, WithoutReplayGapsAreCountedAndSkipped) {
