@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -54,7 +55,68 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class TruncatingEngine:
+    """A fake engine that starts an SSE stream, sends half an event and dies."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                if data.startswith(b"GET /health"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    continue
+                part = b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"te'
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                             b"Transfer-Encoding: chunked\r\n\r\n"
+                             + f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                time.sleep(0.1)
+                conn.shutdown(socket.SHUT_RDWR)
+
+    def close(self):
+        self.listener.close()
+
+
 class HardeningTest(unittest.TestCase):
+    def test_a_stream_cut_inside_an_event_ends_with_a_well_formed_error_event(self):
+        engine = TruncatingEngine()
+        gw = Gateway(config={"workers": [{"url": engine.url}]})
+        try:
+            with gw.open_stream({"prompt": "x", "max_tokens": 5}) as r:
+                text = r.read().decode()
+            events = [e for e in text.split("\n\n") if e.strip()]
+            last = events[-1]
+            self.assertTrue(last.startswith("data: "), text)
+            error = json.loads(last[len("data: "):])["error"]  # a whole JSON object
+            self.assertIn("mid-stream", error["message"])
+            self.assertEqual(gw.metric("kvgate_requests_total", status="502"), 1)
+            self.assertEqual(gw.metric("kvgate_requests_total", status="200"), 0)
+        finally:
+            gw.close()
+            engine.close()
+
+    def test_admission_comes_before_reading_the_prompt(self):
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "limits": {"max_in_flight": 0}})
+        try:
+            # Not even valid JSON: over the limit, it is not parsed, let alone tokenized.
+            status, text = gw.request("POST", "/v1/completions", b"{not json")
+            self.assertEqual(status, 429, text)
+        finally:
+            gw.close()
+            m.close()
+
     def test_api_keys_are_checked_before_the_body_and_the_scheme_is_case_insensitive(self):
         m = Mocker()
         gw = Gateway(config={"workers": [worker_config(m)], "api_keys": ["k1"]})
