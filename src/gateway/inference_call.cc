@@ -71,7 +71,28 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
                   {StatusCode::kUnavailable, "no healthy worker is available"});
   }
   s.metrics.prompt_blocks.Add({}, static_cast<double>(plan.local_hashes.size()));
-  std::make_shared<InferenceCall>(s, std::move(plan), *decision, std::move(responder))->Send();
+  auto call = std::make_shared<InferenceCall>(s, std::move(plan), *decision, responder);
+  responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {
+    if (auto self = weak.lock()) self->CancelUpstream();
+  });
+  call->Send();
+}
+
+void InferenceCall::OnCancellable(std::function<void()> cancel) {
+  {
+    std::lock_guard lock(cancel_mu_);
+    cancel_upstream_ = cancel;
+  }
+  if (!responder_->connected()) cancel();  // it left before the fetch began to wait
+}
+
+void InferenceCall::CancelUpstream() {
+  std::function<void()> cancel;
+  {
+    std::lock_guard lock(cancel_mu_);
+    cancel = cancel_upstream_;
+  }
+  if (cancel) cancel();
 }
 
 InferenceCall::InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,

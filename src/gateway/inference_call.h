@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +55,7 @@ class InferenceCall : public http::ResponseSink,
   void OnDone(const Status& status) override;
   bool Cancelled() const override { return too_large_ || !responder_->connected(); }
   bool Backlogged() const override;
+  void OnCancellable(std::function<void()> cancel) override;
 
  private:
   // After admission: read and hash the request, route it, send it.
@@ -62,6 +64,8 @@ class InferenceCall : public http::ResponseSink,
                    std::shared_ptr<http::Responder> responder);
   void Send();
   void Write(std::string data);
+  // The client left: stop waiting on the engine (the client closes that connection).
+  void CancelUpstream();
   bool Retry();
   void OnFirstByte();
   api::ResponseRewriter MakeRewriter() const;
@@ -76,6 +80,8 @@ class InferenceCall : public http::ResponseSink,
   std::shared_ptr<http::Responder> responder_;
   std::vector<kv::WorkerKey> failed_;
   bool finished_ = false;
+  std::mutex cancel_mu_;  // the canceller is set on a client thread, used on a server one
+  std::function<void()> cancel_upstream_;
 
   // This attempt.
   int status_ = 0;

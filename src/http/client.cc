@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <boost/asio.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast.hpp>
 #include <optional>
 #include <unordered_map>
@@ -44,15 +43,12 @@ Status Failure(const beast::error_code& ec, std::string_view what) {
   return Status::Error(message);
 }
 
-// Returns when the sink gives up on the response (its client left); polled, as the sink
-// has no way to signal.
-awaitable<void> UntilCancelled(const ResponseSink& sink) {
-  asio::steady_timer tick(co_await asio::this_coro::executor);
-  while (!sink.Cancelled()) {
-    tick.expires_after(std::chrono::milliseconds(20));
-    co_await tick.async_wait(kNoThrow);
-  }
-}
+// What a sink's canceller reaches: the connection while the fetch reads from it. The
+// canceller runs on the connection's loop (posted), where `stream` is valid while `active`.
+struct Waiting {
+  beast::tcp_stream* stream = nullptr;
+  bool active = true;
+};
 
 bool IsStaleConnectionError(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == asio::error::eof ||
@@ -160,20 +156,30 @@ struct Client::Impl {
       auto [wec, wn] = co_await asio::async_write(conn->stream, message, kNoThrow);
       std::optional<bhttp::response_parser<bhttp::string_body>> parser;
       beast::error_code ec = wec;
+      auto waiting = std::make_shared<Waiting>(Waiting{&conn->stream, true});
+      sink->OnCancellable([waiting, ex = conn->stream.get_executor()] {
+        asio::post(ex, [waiting] {
+          beast::error_code ignored;
+          if (waiting->active) waiting->stream->socket().cancel(ignored);
+        });
+      });
+      // Ends every path out of this attempt: the connection may go back to the pool.
+      struct Deactivate {
+        Waiting& w;
+        ~Deactivate() { w.active = false; }
+      } deactivate{*waiting};
       // Interim 1xx responses (100 Continue, 103 Early Hints) precede the real one: skip
       // them, or the real response would stay unread on a pooled connection.
       for (bool interim = true; !ec && interim;) {
         parser.emplace();
         parser->body_limit(boost::none);
-        using namespace asio::experimental::awaitable_operators;
-        auto read =
-            co_await (bhttp::async_read_header(conn->stream, conn->buffer, *parser, kNoThrow) ||
-                      UntilCancelled(*sink));
-        if (read.index() == 1) {
+        auto [hec, hn] =
+            co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, kNoThrow);
+        ec = hec;
+        if (ec && sink->Cancelled()) {
           sink->OnDone(Status::Error("cancelled"));
           co_return;  // the connection is dropped, which aborts the upstream request
         }
-        ec = std::get<0>(std::get<0>(read));
         const unsigned status = ec ? 0 : parser->get().result_int();
         interim = status >= 100 && status < 200 && status != 101;
       }
@@ -202,6 +208,10 @@ struct Client::Impl {
         conn->stream.expires_after(request.timeouts.idle);
         auto [rec, rn] =
             co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, kNoThrow);
+        if (rec && sink->Cancelled()) {
+          sink->OnDone(Status::Error("cancelled"));
+          co_return;
+        }
         if (rec) {
           sink->OnDone(Failure(rec, fmt::format("response from {} cut short", key)));
           co_return;

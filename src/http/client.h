@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,9 +50,13 @@ class ResponseSink {
   virtual void OnHeaders(int status, std::string_view content_type) = 0;
   virtual void OnBody(std::string_view data) = 0;
   virtual void OnDone(const Status& status) = 0;
-  // Polled between reads and while waiting for the response: true abandons it (the
-  // connection is closed, which tells the engine; OnDone still comes, with an error).
+  // Polled between reads: true abandons the response (the connection is closed, which tells
+  // the engine; OnDone still comes, with an error).
   virtual bool Cancelled() const { return false; }
+  // Before the client waits on the engine: calling `cancel` (from any thread, at any time,
+  // any number of times) ends the wait at once, and the response is abandoned if
+  // Cancelled() then says so. For sinks that learn of their client leaving by an event.
+  virtual void OnCancellable(std::function<void()> /*cancel*/) {}
   // Polled before each read: while true, the client reads no more of the body (the sink's
   // consumer is behind).
   virtual bool Backlogged() const { return false; }

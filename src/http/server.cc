@@ -47,7 +47,20 @@ struct ResponseState : std::enable_shared_from_this<ResponseState> {
   std::mutex mu;
   std::deque<Piece> pieces;
   std::atomic<bool> connected{true};
-  std::atomic<size_t> buffered{0};  // bytes of queued pieces not yet written
+  std::atomic<size_t> buffered{0};      // bytes of queued pieces not yet written
+  std::function<void()> on_disconnect;  // guarded by mu
+
+  // The client is gone: writes stop, and whoever asked is told (once).
+  void Disconnected() {
+    std::function<void()> callback;
+    {
+      std::lock_guard lock(mu);
+      connected = false;
+      callback = std::move(on_disconnect);
+      on_disconnect = nullptr;
+    }
+    if (callback) callback();
+  }
 
   void Push(Piece p) {
     buffered += p.data.size();
@@ -98,6 +111,16 @@ class ResponderImpl : public Responder {
   }
   bool connected() const override { return state_->connected; }
   size_t buffered_bytes() const override { return state_->buffered; }
+  void OnDisconnect(std::function<void()> callback) override {
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->connected) {
+        state_->on_disconnect = std::move(callback);
+        return;
+      }
+    }
+    callback();
+  }
 
  private:
   // The handler owns the answer; these flags need no lock as long as one thread answers at
@@ -238,12 +261,15 @@ struct Server::Impl {
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
   }
 
-  // Delivers the handler's answer; false when the connection must close. While waiting for
-  // the handler, watches the client: one that leaves is noticed at once (connected() turns
-  // false, so the handler can stop the engine's work).
+  // Delivers the handler's answer; false when the connection must close. When the handler
+  // takes a while (no piece within kWatchAfter), the client's socket is watched too: one
+  // that leaves is noticed at once, so the handler can stop the engine's work. Answers that
+  // come at once pay nothing for the watch.
   awaitable<bool> Deliver(beast::tcp_stream& stream, ResponseState& state, bool keep_alive) {
     using namespace asio::experimental::awaitable_operators;
-    bool watch_client = true;
+    constexpr auto kWatchAfter = std::chrono::milliseconds(20);
+    bool quick = true;         // pieces have been coming without a pause
+    bool watch_client = true;  // false after a pipelined request arrived
     for (;;) {
       std::deque<Piece> pieces;
       {
@@ -251,6 +277,13 @@ struct Server::Impl {
         pieces.swap(state.pieces);
       }
       if (pieces.empty()) {
+        if (quick) {
+          state.wake.expires_after(kWatchAfter);
+          auto [ec] = co_await state.wake.async_wait(kNoThrow);
+          quick = ec == asio::error::operation_aborted;  // woken by a piece, not the clock
+          continue;
+        }
+        state.wake.expires_at(asio::steady_timer::time_point::max());
         if (!watch_client || !state.connected) {
           co_await state.wake.async_wait(kNoThrow);
         } else {
@@ -258,15 +291,15 @@ struct Server::Impl {
                                 stream.socket().async_wait(tcp::socket::wait_read, kNoThrow));
           if (woke.index() == 1) {
             if (ClientGone(stream.socket())) {
-              state.connected = false;
+              state.Disconnected();
             } else {
               watch_client = false;  // a pipelined request: it waits its turn
             }
           }
         }
-        state.wake.expires_at(asio::steady_timer::time_point::max());
         continue;
       }
+      quick = true;
       for (Piece& p : pieces) {
         state.buffered -= p.data.size();
         bool ok = true;
@@ -290,7 +323,7 @@ struct Server::Impl {
             co_return ok&& keep_alive;
         }
         if (!ok) {
-          state.connected = false;
+          state.Disconnected();
           co_return false;
         }
       }
@@ -325,20 +358,32 @@ struct Server::Impl {
       first = false;
       beast::error_code ec = hec;
       BodyReservation reservation(body_bytes_in_flight);
+      Request request;
       if (!ec) {
+        request = ToRequest(parser.get());
         // Decided on the head alone: nothing of the body has been read yet.
-        if (std::optional<HeadRejection> no = CheckHead(parser.get(), reservation)) {
+        if (std::optional<HeadRejection> no = CheckHead(parser.get(), request, reservation)) {
           const ErrorResponse e = options.error_formatter(no->status, no->message);
           co_await WriteWhole(stream, no->status, e.content_type, e.body, false);
           co_await LingeringClose(stream);
           break;
         }
-        if (parser.get()[bhttp::field::expect] == "100-continue" && !parser.is_done()) {
-          co_await WriteRaw(stream, "HTTP/1.1 100 Continue\r\n\r\n");
+        // Usually the body came with the head: parse what is buffered without a round trip
+        // through the event loop, and read only what is missing.
+        while (!ec && !parser.is_done() && buffer.size() > 0) {
+          const size_t used = parser.put(buffer.data(), ec);
+          buffer.consume(used);
+          if (ec == bhttp::error::need_more) ec = {};
+          if (used == 0) break;
         }
-        stream.expires_after(options.header_timeout);
-        auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
-        ec = bec;
+        if (!ec && !parser.is_done()) {
+          if (parser.get()[bhttp::field::expect] == "100-continue") {
+            co_await WriteRaw(stream, "HTTP/1.1 100 Continue\r\n\r\n");
+          }
+          stream.expires_after(options.header_timeout);
+          auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+          ec = bec;
+        }
       }
       if (ec == bhttp::error::body_limit) {
         const ErrorResponse e = options.error_formatter(
@@ -362,7 +407,6 @@ struct Server::Impl {
       auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
       ++in_flight;
       try {
-        Request request = ToRequest(msg);
         request.body = std::move(msg.body());
         reservation.Release();  // the body now belongs to the handler
         handler(std::move(request),
@@ -383,7 +427,7 @@ struct Server::Impl {
   // smuggle a second request past a proxy (RFC 9112 §6.3), the owner's check (API keys),
   // and the budget of body bytes being received.
   std::optional<HeadRejection> CheckHead(
-      const bhttp::request_parser<bhttp::string_body>::value_type& head,
+      const bhttp::request_parser<bhttp::string_body>::value_type& head, const Request& request,
       BodyReservation& reservation) {
     if (head.count(bhttp::field::authorization) > 1) {
       return HeadRejection{400, "more than one Authorization header"};
@@ -405,7 +449,6 @@ struct Server::Impl {
       }
     }
     if (options.check_head) {
-      Request request = ToRequest(head);
       if (std::optional<HeadRejection> no = options.check_head(request)) return no;
     }
     size_t body = options.max_body_bytes;  // chunked: as much as it may grow to

@@ -51,6 +51,9 @@ class Responder {
   // Bytes queued for the client and not yet written: a producer should wait while this
   // grows (a slow reader), not queue without end.
   virtual size_t buffered_bytes() const = 0;
+  // Calls `callback` once, from a server thread, when the client is seen gone (at once when
+  // it already is): work done for it can stop.
+  virtual void OnDisconnect(std::function<void()> callback) = 0;
 };
 
 // The request is the handler's to keep (or move elsewhere, e.g. to another thread).
