@@ -118,11 +118,14 @@ Status LoadModelFiles(const std::string& dir, ModelFiles* out) {
   if (Status s = tokenizer::Tokenizer::Load(dir + "/tokenizer.json", &tok); !s.ok()) return s;
   out->tokenizer = std::move(tok);
   std::unique_ptr<chat::ChatTemplate> tmpl;
-  if (Status s = chat::ChatTemplate::Load(dir, &tmpl); s.ok()) {
-    out->chat_template = std::move(tmpl);
-  } else {
+  Status s = chat::ChatTemplate::Load(dir, &tmpl);
+  if (s.code() == StatusCode::kNotFound) {
     Log(LogLevel::kWarn, "{}; chat requests use a plain rendering", s.message());
+    return Status::Ok();
   }
+  // A template the engine cannot use either: refuse to start rather than fail every request.
+  if (!s.ok()) return Status::Error(fmt::format("{}: chat template: {}", dir, s.message()));
+  out->chat_template = std::move(tmpl);
   return Status::Ok();
 }
 

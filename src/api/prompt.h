@@ -39,8 +39,8 @@ struct ModelFiles {
   std::shared_ptr<const chat::ChatTemplate> chat_template;  // null: the model has none
   PromptModel prompt_model() const { return {tokenizer.get(), chat_template.get()}; }
 };
-// Fails when tokenizer.json cannot be loaded; a missing or broken template is logged and
-// left null (chat then routes on a plain rendering).
+// Fails when tokenizer.json cannot be loaded or the chat template does not parse; a missing
+// template is logged and left null (chat then routes on a plain rendering).
 Status LoadModelFiles(const std::string& dir, ModelFiles* out);
 
 // A batch of completion prompts yields the first prompt's ids.

@@ -41,7 +41,7 @@ std::optional<std::string> TokenString(const json::object& config, std::string_v
 
 Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemplate>* out) {
   const std::filesystem::path dir(model_dir);
-  std::string source, config_text;
+  std::string source, tool_use_source, config_text;
   json::object config;
   if (ReadFile(dir / "tokenizer_config.json", &config_text)) {
     boost::system::error_code ec;
@@ -55,18 +55,25 @@ Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemp
     } else if (t->is_array()) {
       for (const json::value& named : t->as_array()) {
         const json::object* o = named.if_object();
-        if (o && o->contains("name") && o->contains("template") &&
-            (source.empty() || o->at("name") == "default")) {
-          source = std::string(o->at("template").as_string());
+        if (o == nullptr || !o->contains("name") || !o->contains("template") ||
+            !o->at("template").is_string()) {
+          continue;
         }
+        const std::string_view text = o->at("template").as_string();
+        if (o->at("name") == "tool_use") tool_use_source = text;
+        if (source.empty() || o->at("name") == "default") source = text;
       }
     }
   }
   if (source.empty() && !ReadFile(dir / "chat_template.jinja", &source)) {
-    return Status::Error(fmt::format("{} has no chat template", model_dir));
+    return Status::NotFound(fmt::format("{} has no chat template", model_dir));
   }
   auto ct = std::make_unique<ChatTemplate>();
   if (Status s = Template::Parse(source, &ct->template_); !s.ok()) return s;
+  if (!tool_use_source.empty() && tool_use_source != source) {
+    Status s = Template::Parse(tool_use_source, &ct->tool_use_template_);
+    if (!s.ok()) return Status::Error("the tool_use chat template: " + s.message());
+  }
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
     ct->special_tokens_.emplace_back(key, TokenString(config, key));
   }
@@ -129,7 +136,8 @@ Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messag
       vars.Set(key, Value::FromJson(heap, value));
     }
   }
-  return template_->Render(vars, heap, prompt);
+  const bool use_tools_template = tool_use_template_ && tools && !tools->is_null();
+  return (use_tools_template ? tool_use_template_ : template_)->Render(vars, heap, prompt);
 }
 
 }  // namespace kvgate::chat

@@ -16,8 +16,10 @@ namespace kvgate::chat {
 
 class ChatTemplate {
  public:
-  // Reads DIR/tokenizer_config.json (chat_template: a string, or a list of named templates,
-  // "default" preferred) or DIR/chat_template.jinja.
+  // Reads DIR/tokenizer_config.json (chat_template: a string, or a list of named templates)
+  // or DIR/chat_template.jinja. Of named templates, as transformers picks: "tool_use" for a
+  // request with tools when there is one, else "default" (else the first). NotFound when the
+  // model has no template; a template that does not parse is an error naming its line.
   static Status Load(const std::string& model_dir, std::unique_ptr<ChatTemplate>* out);
 
   // `request`: an OpenAI chat request body. Errors (bad request, raise_exception, template
@@ -32,6 +34,7 @@ class ChatTemplate {
                  std::string* prompt) const;
 
   std::unique_ptr<Template> template_;
+  std::unique_ptr<Template> tool_use_template_;  // null: template_ for every request
   // bos_token, eos_token, unk_token, pad_token; nullopt: None.
   std::vector<std::pair<std::string, std::optional<std::string>>> special_tokens_;
 };

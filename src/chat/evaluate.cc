@@ -88,6 +88,9 @@ inline const Value* Renderer::Member(const Value& obj, const Node& m) {
   } else if (obj.kind == Value::Kind::kList && key && key->kind == Value::Kind::kInt) {
     const int64_t i = NormalizeIndex(key->integer, obj.list()->size());
     if (i >= 0 && i < static_cast<int64_t>(obj.list()->size())) return &(*obj.list())[i];
+  } else if (obj.is_group && key == nullptr) {
+    if (Is(m.text, "grouper")) return &(*obj.list())[0];
+    if (Is(m.text, "list")) return &(*obj.list())[1];
   }
   return nullptr;
 }
@@ -158,7 +161,10 @@ inline Value Renderer::Eval(const Node& n) {
     case NodeKind::kLiteral:
       return n.value;
     case NodeKind::kName:
-      return Lookup(n.id);
+      if (const Value* v = FindName(n.id)) return *v;
+      // A global is defined for the template like any variable.
+      if (n.builtin >= 0) return heap_.MakeCallable({nullptr, false, 0, n.builtin});
+      return Value::Undefined();
     case NodeKind::kList: {
       List items = TempList();
       for (const auto& c : n.children) items.push_back(Eval(*c));
@@ -182,6 +188,7 @@ inline Value Renderer::Eval(const Node& n) {
       const Value obj = Eval(*n.a[0]);
       if (!obj.defined()) Fail(fmt::format("'{}' is undefined", Describe(*n.a[0])));
       if (obj.kind == Value::Kind::kDict) return obj.Get(n.text);
+      if (const Value* member = Member(obj, n)) return *member;
       return Value::Undefined();
     }
     case NodeKind::kItem: {
@@ -226,11 +233,9 @@ inline void Renderer::FailUndefined(const Node& n) {
       (n.kind == NodeKind::kItem && n.a[1]->kind == NodeKind::kLiteral)) {
     const Value obj = Eval(*n.a[0]);
     if (n.kind == NodeKind::kItem && !n.a[1]->value.is_string()) {
-      Fail(fmt::format("{} object has no element {}", KindName(obj), n.a[1]->value.Repr()));
+      Fail(fmt::format("{} has no element {}", ObjectTypeRepr(obj), n.a[1]->value.Repr()));
     }
-    const std::string_view name =
-        n.kind == NodeKind::kAttr ? std::string_view(n.text) : n.a[1]->value.text;
-    Fail(fmt::format("'{} object' has no attribute '{}'", KindName(obj), name));
+    FailNoMethod(obj, n.kind == NodeKind::kAttr ? std::string_view(n.text) : n.a[1]->value.text);
   }
   Fail(fmt::format("'{}' is undefined", Describe(n)));
 }

@@ -1,5 +1,6 @@
 // Jinja2's filters, as chat templates use them (with Python's semantics for the values).
 #include <fmt/format.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,26 @@ namespace {
 
 using K = Value::Kind;
 
+// Jinja2's attribute getter: `attribute` is a dotted path ("a.b", "items.0"); digits index.
+Value Attribute(const Value& item, std::string_view path) {
+  Value v = item;
+  while (v.defined()) {
+    const size_t dot = path.find('.');
+    const std::string_view part = path.substr(0, dot);
+    const bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                     [](char c) { return c >= '0' && c <= '9'; });
+    if (v.kind == K::kList && digits) {
+      const size_t i = std::stoul(std::string(part));
+      v = i < v.list()->size() ? (*v.list())[i] : Value::Undefined();
+    } else {
+      v = v.Get(part);
+    }
+    if (dot == std::string_view::npos) break;
+    path.remove_prefix(dot + 1);
+  }
+  return v;
+}
+
 Value ToJson(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   const Value* indent = Arg(args, kwargs, 0, "indent");
   const Value* separators = Kwarg(kwargs, "separators");
@@ -22,8 +43,10 @@ Value ToJson(Heap& heap, Value v, List& args, Kwargs& kwargs) {
     item_sep = (*separators->list())[0].text;
     key_sep = (*separators->list())[1].text;
   }
-  return heap.MakeString(v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep,
-                                  sort && sort->Truthy()));
+  const Value* ascii = Kwarg(kwargs, "ensure_ascii");
+  std::string json =
+      v.ToJson(ind, item_sep == ", " && ind >= 0 ? "," : item_sep, key_sep, sort && sort->Truthy());
+  return heap.MakeString(ascii && ascii->Truthy() ? EscapeNonAscii(json) : json);
 }
 
 Value Trim(Heap& heap, Value v, List& args, Kwargs& kwargs) {
@@ -47,7 +70,22 @@ Value CapitalizeFilter(Heap& heap, Value v, List&, Kwargs&) {
   return heap.MakeString(Capitalize(v.Str()));
 }
 
-Value TitleFilter(Heap& heap, Value v, List&, Kwargs&) { return heap.MakeString(Title(v.Str())); }
+Value TitleFilter(Heap& heap, Value v, List&, Kwargs&) {
+  return heap.MakeString(JinjaTitle(v.Str()));
+}
+
+// Python's `format % args` (Jinja2: `s|format(*args)` or `s|format(**kwargs)`, not both).
+Value FormatFilter(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  if (!args.empty() && !kwargs.empty()) {
+    Fail("can't handle positional and keyword arguments at the same time");
+  }
+  Value mapping;
+  if (!kwargs.empty()) {
+    mapping = heap.MakeDict(kwargs.size());
+    for (auto& [k, x] : kwargs) mapping.Set(k, x);
+  }
+  return heap.MakeString(PercentFormat(v.Str(), args, kwargs.empty() ? nullptr : &mapping));
+}
 
 Value ReplaceFilter(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   const Value* count = Arg(args, kwargs, 2, "count");
@@ -62,7 +100,7 @@ Value Join(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   const List items = Iterate(v);
   for (size_t i = 0; i < items.size(); ++i) {
     if (i && sep) out += sep->Str();
-    out += (attr ? items[i].Get(attr->Str()) : items[i]).Str();
+    out += (attr ? Attribute(items[i], attr->Str()) : items[i]).Str();
   }
   return heap.MakeString(out);
 }
@@ -183,18 +221,20 @@ Value Indent(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   return heap.MakeString(out);
 }
 
-Value WordCount(Heap& heap, Value v, List&, Kwargs&) {
-  return Value::Int(static_cast<int64_t>(Split(heap, v.Str(), nullptr, -1, false).size()));
-}
-
-Value Unique(Heap& heap, Value v, List&, Kwargs&) {
-  List out;
-  for (const Value& x : Iterate(v)) {
-    if (std::none_of(out.begin(), out.end(), [&](const Value& y) { return Equal(x, y); })) {
-      out.push_back(x);
-    }
+// Jinja2 counts the matches of the regex \w+ (letters, digits, underscore; Unicode).
+Value WordCount(Heap&, Value v, List&, Kwargs&) {
+  int64_t words = 0;
+  bool in_word = false;
+  for (const std::string& cp : CodePoints(v.Str())) {
+    const int32_t c = Decode(cp);
+    const auto cat = utf8proc_category(c);
+    const bool word = c == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+                      (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO) ||
+                      cat == UTF8PROC_CATEGORY_PC;
+    words += word && !in_word;
+    in_word = word;
   }
-  return heap.MakeList(std::move(out));
+  return Value::Int(words);
 }
 
 Value Reverse(Heap& heap, Value v, List&, Kwargs&) {
@@ -209,42 +249,152 @@ Value Reverse(Heap& heap, Value v, List&, Kwargs&) {
   return heap.MakeList(std::move(items));
 }
 
-// sort (by value or `attribute`), dictsort (items by key).
-template <bool kDictSort>
-Value Sort(Heap& heap, Value v, List&, Kwargs& kwargs) {
-  const Value* reverse = Kwarg(kwargs, "reverse");
-  const Value* attr = Kwarg(kwargs, "attribute");
-  if (kDictSort && v.kind != K::kDict) FailNoMethod(v, "items");
-  List items = kDictSort ? Items(heap, v) : Iterate(v);
-  auto key = [&](const Value& x) {
-    if (kDictSort) return (*x.list())[0];
-    return attr ? x.Get(attr->Str()) : x;
-  };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const Value& a, const Value& b) { return Compare(key(a), key(b)) < 0; });
-  if (reverse && reverse->Truthy()) std::reverse(items.begin(), items.end());
+// The key Jinja2 sorts, groups and compares by: the `attribute` of an item (else the item),
+// lowercased when a string and not `case_sensitive`.
+struct SortKey {
+  const Value* attribute = nullptr;
+  bool case_sensitive = false;
+  Value operator()(Heap& heap, const Value& x) const {
+    Value key = attribute ? Attribute(x, attribute->Str()) : x;
+    if (!case_sensitive && key.is_string()) key = heap.MakeString(MapCase(key.text, false));
+    return key;
+  }
+};
+
+SortKey KeyArgs(List& args, Kwargs& kwargs, size_t case_index, size_t attribute_index) {
+  const Value* cs = Arg(args, kwargs, case_index, "case_sensitive");
+  return {Arg(args, kwargs, attribute_index, "attribute"), cs && cs->Truthy()};
+}
+
+// Stable-sorts `items` by `key` (precomputed once per item).
+void SortBy(Heap& heap, List& items, const SortKey& key, bool reverse) {
+  std::vector<std::pair<Value, Value>> keyed;
+  keyed.reserve(items.size());
+  for (const Value& x : items) keyed.emplace_back(key(heap, x), x);
+  std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& a, const auto& b) {
+    return reverse ? Compare(b.first, a.first) < 0 : Compare(a.first, b.first) < 0;
+  });
+  for (size_t i = 0; i < items.size(); ++i) items[i] = keyed[i].second;
+}
+
+// sort(reverse, case_sensitive, attribute)
+Value Sort(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const Value* reverse = Arg(args, kwargs, 0, "reverse");
+  List items = Iterate(v);
+  SortBy(heap, items, KeyArgs(args, kwargs, 1, 2), reverse && reverse->Truthy());
   return heap.MakeList(std::move(items));
 }
 
-Value Sum(Heap&, Value v, List&, Kwargs&) {
-  Value total = Value::Int(0);
+// dictsort(case_sensitive, by="key"|"value", reverse): the items, sorted.
+Value DictSort(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  if (v.kind != K::kDict) FailNoMethod(v, "items");
+  const Value* by = Arg(args, kwargs, 1, "by");
+  const Value* reverse = Arg(args, kwargs, 2, "reverse");
+  List items = Items(heap, v);
+  const Value position = heap.MakeString(by && by->Str() == "value" ? "1" : "0");
+  if (by && by->Str() != "key" && by->Str() != "value") {
+    Fail("You can only sort by either \"key\" or \"value\"");
+  }
+  SortKey key = KeyArgs(args, kwargs, 0, 99);
+  key.attribute = &position;
+  SortBy(heap, items, key, reverse && reverse->Truthy());
+  return heap.MakeList(std::move(items));
+}
+
+// unique(case_sensitive, attribute): the first item of each key, in order.
+Value Unique(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const SortKey key = KeyArgs(args, kwargs, 0, 1);
+  List out, seen;
   for (const Value& x : Iterate(v)) {
-    total = total.kind == K::kInt && x.kind == K::kInt
-                ? Value::Int(total.integer + x.integer)
-                : Value::Float(total.AsDouble() + x.AsDouble());
+    const Value k = key(heap, x);
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& y) { return Equal(k, y); })) {
+      seen.push_back(k);
+      out.push_back(x);
+    }
+  }
+  return heap.MakeList(std::move(out));
+}
+
+// `a + b` for sum(): numbers (a bool counts as an int) and lists.
+Value Add(Heap& heap, const Value& a, const Value& b) {
+  auto as_int = [](const Value& x) { return x.kind == K::kBool ? x.boolean : x.integer; };
+  const bool a_num = a.is_number() || a.kind == K::kBool,
+             b_num = b.is_number() || b.kind == K::kBool;
+  if (a_num && b_num) {
+    if (a.kind != K::kFloat && b.kind != K::kFloat) return Value::Int(as_int(a) + as_int(b));
+    auto as_double = [&](const Value& x) {
+      return x.kind == K::kFloat ? x.number : static_cast<double>(as_int(x));
+    };
+    return Value::Float(as_double(a) + as_double(b));
+  }
+  if (a.kind == K::kList && b.kind == K::kList) {
+    List items(*a.list());
+    items.insert(items.end(), b.list()->begin(), b.list()->end());
+    return heap.MakeList(std::move(items));
+  }
+  Fail(fmt::format("unsupported operand type(s) for +: '{}' and '{}'", KindName(a), KindName(b)));
+}
+
+// sum(attribute, start)
+Value Sum(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const Value* attribute = Arg(args, kwargs, 0, "attribute");
+  const Value* start = Arg(args, kwargs, 1, "start");
+  Value total = start ? *start : Value::Int(0);
+  for (const Value& item : Iterate(v)) {
+    const Value x = attribute ? Attribute(item, attribute->Str()) : item;
+    total = Add(heap, total, x);
   }
   return total;
 }
 
+// min / max(case_sensitive, attribute): the first extreme item.
 template <int kSign>  // -1: min, 1: max
-Value Extreme(Heap&, Value v, List&, Kwargs&) {
+Value Extreme(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const SortKey key = KeyArgs(args, kwargs, 0, 1);
   const List items = Iterate(v);
   if (items.empty()) return Value::Undefined();
-  Value best = items[0];
-  for (const Value& x : items) {
-    if (Compare(x, best) * kSign > 0) best = x;
+  size_t best = 0;
+  Value best_key = key(heap, items[0]);
+  for (size_t i = 1; i < items.size(); ++i) {
+    Value k = key(heap, items[i]);
+    if (Compare(k, best_key) * kSign > 0) best = i, best_key = k;
   }
-  return best;
+  return items[best];
+}
+
+// groupby(attribute, default, case_sensitive): (grouper, list) pairs sorted by key; the
+// pairs print as tuples and answer `.grouper` and `.list`.
+Value GroupBy(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const Value* attribute = Arg(args, kwargs, 0, "attribute");
+  if (attribute == nullptr) Fail("groupby() missing required argument 'attribute'");
+  const Value* fallback = Arg(args, kwargs, 1, "default");
+  const Value* cs = Arg(args, kwargs, 2, "case_sensitive");
+  struct Keyed {
+    Value key, shown, item;
+  };
+  std::vector<Keyed> keyed;
+  for (const Value& x : Iterate(v)) {
+    Value shown = Attribute(x, attribute->Str());
+    if (!shown.defined() && fallback) shown = *fallback;
+    if (!shown.defined()) FailNoMethod(x, attribute->Str());
+    const bool fold = !(cs && cs->Truthy()) && shown.is_string();
+    keyed.push_back({fold ? heap.MakeString(MapCase(shown.text, false)) : shown, shown, x});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const Keyed& a, const Keyed& b) { return Compare(a.key, b.key) < 0; });
+  List out;
+  for (size_t i = 0; i < keyed.size();) {
+    List group;
+    size_t j = i;
+    for (; j < keyed.size() && Equal(keyed[j].key, keyed[i].key); ++j)
+      group.push_back(keyed[j].item);
+    // The grouper shown is the first item's own value (its case kept).
+    Value pair = heap.MakeTuple({keyed[i].shown, heap.MakeList(std::move(group))});
+    pair.is_group = true;
+    out.push_back(pair);
+    i = j;
+  }
+  return heap.MakeList(std::move(out));
 }
 
 Value Center(Heap& heap, Value v, List& args, Kwargs&) {
@@ -275,12 +425,35 @@ Value Batch(Heap& heap, Value v, List& args, Kwargs&) {
   return heap.MakeList(std::move(out));
 }
 
+// slice(count, fill_with): `count` columns, the first ones one longer when uneven.
+Value SliceFilter(Heap& heap, Value v, List& args, Kwargs& kwargs) {
+  const Value* count = Arg(args, kwargs, 0, "slices");
+  const Value* fill = Arg(args, kwargs, 1, "fill_with");
+  if (count == nullptr || count->kind != K::kInt || count->integer <= 0) {
+    Fail("slice() needs a positive number of slices");
+  }
+  const List items = Iterate(v);
+  const size_t slices = static_cast<size_t>(count->integer);
+  const size_t per = items.size() / slices, extra = items.size() % slices;
+  List out;
+  size_t start = 0;
+  for (size_t n = 0; n < slices; ++n) {
+    const size_t end = start + per + (n < extra ? 1 : 0);
+    List part(items.begin() + static_cast<std::ptrdiff_t>(start),
+              items.begin() + static_cast<std::ptrdiff_t>(end));
+    if (fill && !fill->is_none() && n >= extra) part.push_back(*fill);
+    out.push_back(heap.MakeList(std::move(part)));
+    start = end;
+  }
+  return heap.MakeList(std::move(out));
+}
+
 Value Map(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   List out;
   const Value* attr = Kwarg(kwargs, "attribute");
   for (const Value& x : Iterate(v)) {
     if (attr) {
-      Value y = x.Get(attr->Str());
+      Value y = Attribute(x, attr->Str());
       if (!y.defined()) {
         if (const Value* d = Kwarg(kwargs, "default")) y = *d;
       }
@@ -302,7 +475,7 @@ Value Select(Heap& heap, Value v, List& args, Kwargs&) {
     size_t first_arg = 0;
     Value subject = x;
     if (kByAttr) {
-      subject = x.Get(args.at(0).Str());
+      subject = Attribute(x, args.at(0).Str());
       first_arg = 1;
     }
     bool pass;
@@ -331,6 +504,7 @@ constexpr Filter kFilters[] = {
     {"lower", Case<false>},
     {"capitalize", CapitalizeFilter},
     {"title", TitleFilter},
+    {"format", FormatFilter},
     {"replace", ReplaceFilter},
     {"join", Join},
     {"first", FirstOrLast<true>},
@@ -352,8 +526,10 @@ constexpr Filter kFilters[] = {
     {"wordcount", WordCount},
     {"unique", Unique},
     {"reverse", Reverse},
-    {"sort", Sort<false>},
-    {"dictsort", Sort<true>},
+    {"sort", Sort},
+    {"dictsort", DictSort},
+    {"groupby", GroupBy},
+    {"slice", SliceFilter},
     {"sum", Sum},
     {"min", Extreme<-1>},
     {"max", Extreme<1>},

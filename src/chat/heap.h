@@ -18,11 +18,13 @@
 
 namespace kvgate::chat {
 
-// A macro or a {% call %} body, called like a function.
+// A macro, a {% call %} body, or a global function named as a value (`strftime_now is
+// defined`, `f = raise_exception`), called like a function.
 struct Callable {
-  const Template::Node* node;  // the kMacro node, or the body of a kCallBlock
+  const Template::Node* node;  // the kMacro node, or the body of a kCallBlock; null: global
   bool is_caller;
-  size_t scope;  // the renderer's scope (frame) it was defined in: what its body sees
+  size_t scope;     // the renderer's scope (frame) it was defined in: what its body sees
+  int global = -1;  // a global's id (builtins.h), when node is null
 };
 
 // Thrown when a render's values would pass the heap's ceiling.

@@ -7,9 +7,11 @@
 namespace kvgate::chat {
 namespace {
 
-// Finds the end delimiter `close` of a tag starting at `pos`, skipping string literals.
+// Finds the end delimiter `close` of a tag starting at `pos`, skipping string literals and,
+// as Jinja2's lexer does, anything inside open brackets (`{{ {'a': {'b': 1}} }}`).
 size_t FindTagEnd(std::string_view s, size_t pos, std::string_view close) {
   char quote = 0;
+  int depth = 0;
   for (size_t i = pos; i < s.size(); ++i) {
     const char c = s[i];
     if (quote) {
@@ -24,8 +26,12 @@ size_t FindTagEnd(std::string_view s, size_t pos, std::string_view close) {
       quote = c;
       continue;
     }
-    if (s.compare(i, close.size(), close) == 0) return i;
-    if (c == '-' && s.compare(i + 1, close.size(), close) == 0) return i;
+    if (depth == 0) {
+      if (s.compare(i, close.size(), close) == 0) return i;
+      if (c == '-' && s.compare(i + 1, close.size(), close) == 0) return i;
+    }
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if ((c == ')' || c == ']' || c == '}') && depth > 0) --depth;
   }
   return std::string_view::npos;
 }

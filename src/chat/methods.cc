@@ -1,5 +1,6 @@
 // The methods of str, dict and list that chat templates call, with Python's semantics.
 #include <fmt/format.h>
+#include <utf8proc.h>
 
 #include <algorithm>
 #include <iterator>
@@ -21,12 +22,31 @@ template <bool kFromRight>
 Value StrSplit(Heap& heap, const Value& self, List& args, Kwargs& kwargs) {
   const Value* max = Arg(args, kwargs, 1, "maxsplit");
   return heap.MakeList(
-      Split(heap, self.text, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, kFromRight));
+      Split(self.text, Arg(args, kwargs, 0, "sep"), max ? max->integer : -1, kFromRight));
+}
+
+// s[start:end] in code points, Python's rules for negative and out-of-range bounds.
+std::string_view CodePointRange(std::string_view s, const Value* start, const Value* end) {
+  if ((start == nullptr || start->is_none()) && (end == nullptr || end->is_none())) return s;
+  std::vector<size_t> offsets;  // byte offset of each code point, then s.size()
+  for (size_t i = 0; i < s.size(); i += CodePointLength(static_cast<unsigned char>(s[i]))) {
+    offsets.push_back(i);
+  }
+  const int64_t n = static_cast<int64_t>(offsets.size());
+  offsets.push_back(s.size());
+  auto clamp = [&](const Value* bound, int64_t fallback) {
+    if (bound == nullptr || bound->is_none()) return fallback;
+    return std::clamp<int64_t>(NormalizeIndex(bound->integer, offsets.size() - 1), 0, n);
+  };
+  const int64_t b = clamp(start, 0), e = clamp(end, n);
+  if (b > e) return s.substr(s.size());  // empty; Python then matches only ""... at b <= len
+  return s.substr(offsets[b], offsets[e] - offsets[b]);
 }
 
 template <bool kStart>
 Value StrAffix(Heap&, const Value& self, List& args, Kwargs&) {
-  const std::string_view s = self.text;
+  const std::string_view s = CodePointRange(self.text, args.size() > 1 ? &args[1] : nullptr,
+                                            args.size() > 2 ? &args[2] : nullptr);
   List options;
   if (!args.empty() && args[0].kind == K::kList) {
     options = *args[0].list();
@@ -102,9 +122,95 @@ Value StrFormat(Heap& heap, const Value& self, List& args, Kwargs&) {
   return heap.MakeString(out);
 }
 
-Value StrIsDigit(Heap&, const Value& self, List&, Kwargs&) {
+// str.isdigit, isalpha, isalnum, isspace, islower, isupper: by Unicode category.
+enum class CharClass { kDigit, kAlpha, kAlnum, kSpace };
+template <CharClass kClass>
+Value StrIs(Heap&, const Value& self, List&, Kwargs&) {
+  const auto cps = CodePoints(self.text);
+  return Value::Bool(!cps.empty() && std::all_of(cps.begin(), cps.end(), [](const std::string& cp) {
+    const int32_t c = Decode(cp);
+    const auto cat = utf8proc_category(c);
+    const bool digit = cat == UTF8PROC_CATEGORY_ND || (c >= 0x2070 && c <= 0x2079) ||
+                       (c >= 0x2080 && c <= 0x2089) || c == 0xB2 || c == 0xB3 || c == 0xB9;
+    const bool alpha = cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO;
+    switch (kClass) {
+      case CharClass::kDigit:
+        return digit;
+      case CharClass::kAlpha:
+        return alpha;
+      case CharClass::kAlnum:
+        return alpha || digit || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+      case CharClass::kSpace:
+        return PyIsSpace(c);
+    }
+    return false;
+  }));
+}
+
+// str.islower / isupper: some cased character, none of the other case.
+template <bool kUpper>
+Value StrIsCase(Heap&, const Value& self, List&, Kwargs&) {
   const std::string_view s = self.text;
-  return Value::Bool(!s.empty() && std::all_of(s.begin(), s.end(), ::isdigit));
+  return Value::Bool(MapCase(s, kUpper) == s && MapCase(s, !kUpper) != s);
+}
+
+Value StrSwapCase(Heap& heap, const Value& self, List&, Kwargs&) {
+  std::string out;
+  for (const std::string& cp : CodePoints(self.text)) {
+    const std::string upper = MapCase(cp, true);
+    out += upper == cp ? MapCase(cp, false) : upper;
+  }
+  return heap.MakeString(out);
+}
+
+// center / ljust / rjust(width, fillchar); zfill(width) keeps the sign first.
+enum class Justify { kCenter, kLeft, kRight, kZero };
+template <Justify kHow>
+Value StrJustify(Heap& heap, const Value& self, List& args, Kwargs&) {
+  const std::string_view s = self.text;
+  const int64_t width = args.empty() ? 0 : args[0].integer;
+  const std::string fill = kHow == Justify::kZero ? "0"
+                           : args.size() > 1      ? std::string(args[1].text)
+                                                  : " ";
+  const int64_t length = static_cast<int64_t>(CodePoints(s).size());
+  if (width <= length) return self;
+  const int64_t total = width - length;
+  auto repeat = [&](int64_t n) {
+    std::string out;
+    for (int64_t i = 0; i < n; ++i) out += fill;
+    return out;
+  };
+  switch (kHow) {
+    case Justify::kCenter: {
+      const int64_t left = total / 2 + (total & width & 1);
+      return heap.MakeString(repeat(left) + std::string(s) + repeat(total - left));
+    }
+    case Justify::kLeft:
+      return heap.MakeString(std::string(s) + repeat(total));
+    case Justify::kRight:
+      return heap.MakeString(repeat(total) + std::string(s));
+    case Justify::kZero: {
+      const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+      return heap.MakeString(std::string(s.substr(0, sign)) + repeat(total) +
+                             std::string(s.substr(sign)));
+    }
+  }
+  return self;
+}
+
+// partition / rpartition: (head, sep, tail) around the first / last `sep`.
+template <bool kFromRight>
+Value StrPartition(Heap& heap, const Value& self, List& args, Kwargs&) {
+  const std::string_view s = self.text, sep = args.at(0).text;
+  if (sep.empty()) Fail("empty separator");
+  const size_t pos = kFromRight ? s.rfind(sep) : s.find(sep);
+  const Value empty = Value::StringView(s.substr(s.size()));
+  if (pos == std::string_view::npos) {
+    return kFromRight ? heap.MakeTuple({empty, empty, self}) : heap.MakeTuple({self, empty, empty});
+  }
+  return heap.MakeTuple({Value::StringView(s.substr(0, pos)),
+                         Value::StringView(s.substr(pos, sep.size())),
+                         Value::StringView(s.substr(pos + sep.size()))});
 }
 
 // ---------- dict ----------
@@ -189,7 +295,19 @@ constexpr Method kMethods[] = {
     {"count", StrCount, nullptr, ListCount},
     {"join", StrJoin},
     {"format", StrFormat},
-    {"isdigit", StrIsDigit},
+    {"isdigit", StrIs<CharClass::kDigit>},
+    {"isalpha", StrIs<CharClass::kAlpha>},
+    {"isalnum", StrIs<CharClass::kAlnum>},
+    {"isspace", StrIs<CharClass::kSpace>},
+    {"islower", StrIsCase<false>},
+    {"isupper", StrIsCase<true>},
+    {"swapcase", StrSwapCase},
+    {"center", StrJustify<Justify::kCenter>},
+    {"ljust", StrJustify<Justify::kLeft>},
+    {"rjust", StrJustify<Justify::kRight>},
+    {"zfill", StrJustify<Justify::kZero>},
+    {"partition", StrPartition<false>},
+    {"rpartition", StrPartition<true>},
     {"items", nullptr, DictItems},
     {"keys", nullptr, DictKeys},
     {"values", nullptr, DictValues},
@@ -221,7 +339,7 @@ bool MethodMutates(int id) { return id >= 0 && kMethods[id].mutates; }
 
 void FailNoMethod(const Value& self, std::string_view name) {
   // Jinja2's wording for a missing attribute (its undefined-attribute error).
-  Fail(fmt::format("'{} object' has no attribute '{}'", KindName(self), name));
+  Fail(fmt::format("'{}' has no attribute '{}'", ObjectTypeRepr(self), name));
 }
 
 }  // namespace kvgate::chat

@@ -520,7 +520,9 @@ Status ParseTemplate(std::string_view source, NodePtr* root) {
     source.remove_suffix(1);
   }
   std::vector<Segment> segments;
-  if (Status s = SplitSegments(source, segments); !s.ok()) return s;
+  if (Status s = SplitSegments(source, segments); !s.ok()) {
+    return Status::Error(fmt::format("template syntax error: {}", s.message()));
+  }
   try {
     *root = Parser(std::move(segments)).ParseAll();
   } catch (const SyntaxError& e) {

@@ -4,6 +4,10 @@
 #include <utf8proc.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
 
 namespace kvgate::chat {
 
@@ -76,32 +80,32 @@ std::string MapCase(std::string_view s, bool upper) {
   return out;
 }
 
-List Split(Heap& heap, std::string_view s, const Value* sep, int64_t maxsplit, bool from_right) {
+List Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_right) {
   std::vector<std::string_view> parts;
   if (sep == nullptr || sep->is_none() || !sep->defined()) {
-    // Whitespace split: runs collapse, ends are ignored.
-    size_t word = 0;
+    // Whitespace split: runs collapse, ends are ignored; past `maxsplit` splits the rest is
+    // one part, as it stands in `s` (its inner and outer whitespace kept).
+    std::vector<std::pair<size_t, size_t>> words;  // [begin, end) in bytes
     bool in_word = false;
     for (size_t i = 0; i < s.size();) {
       const size_t n = std::min(CodePointLength(static_cast<unsigned char>(s[i])), s.size() - i);
       const bool space = PyIsSpace(Decode(s.substr(i, n)));
-      if (space && in_word) parts.push_back(s.substr(word, i - word)), in_word = false;
-      if (!space && !in_word) word = i, in_word = true;
+      if (space && in_word) words.back().second = i, in_word = false;
+      if (!space && !in_word) words.emplace_back(i, s.size()), in_word = true;
       i += n;
     }
-    if (in_word) parts.push_back(s.substr(word));
-    if (maxsplit >= 0 && static_cast<int64_t>(parts.size()) > maxsplit + 1) {
-      // Rare in templates; rejoin the tail with single spaces (approximation of Python).
-      const size_t joined_from = from_right ? 0 : static_cast<size_t>(maxsplit);
-      const size_t joined_to = from_right ? parts.size() - maxsplit : parts.size();
-      std::string rest;
-      for (size_t i = joined_from; i < joined_to; ++i) {
-        if (i > joined_from) rest += ' ';
-        rest += parts[i];
-      }
-      const std::string_view joined = heap.MakeString(rest).text;
-      parts.erase(parts.begin() + joined_from, parts.begin() + joined_to);
-      parts.insert(parts.begin() + joined_from, joined);
+    const size_t count = words.size();
+    const size_t split = maxsplit < 0 ? count : std::min(count, static_cast<size_t>(maxsplit));
+    if (split >= count) {
+      for (const auto& [b, e] : words) parts.push_back(s.substr(b, e - b));
+    } else if (!from_right) {
+      for (size_t w = 0; w < split; ++w)
+        parts.push_back(s.substr(words[w].first, words[w].second - words[w].first));
+      parts.push_back(s.substr(words[split].first));
+    } else {
+      parts.push_back(s.substr(0, words[count - split - 1].second));
+      for (size_t w = count - split; w < count; ++w)
+        parts.push_back(s.substr(words[w].first, words[w].second - words[w].first));
     }
   } else {
     const std::string_view d = sep->text;
@@ -134,6 +138,204 @@ List Split(Heap& heap, std::string_view s, const Value* sep, int64_t maxsplit, b
   out.reserve(parts.size());
   for (std::string_view p : parts) out.push_back(Value::StringView(p));
   return out;
+}
+
+std::string JinjaTitle(std::string_view s) {
+  std::string out;
+  bool word_start = true;
+  for (const std::string& cp : CodePoints(s)) {
+    const int32_t c = Decode(cp);
+    out += MapCase(cp, word_start);
+    word_start = PyIsSpace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+  }
+  return out;
+}
+
+namespace {
+
+// One conversion of PercentFormat: %[flags][width][.precision]<type> applied to `v`.
+struct PercentSpec {
+  bool left = false, plus = false, space = false, alternate = false, zero = false;
+  int width = 0, precision = -1;
+  char type = 's';
+};
+
+std::string Pad(std::string body, const PercentSpec& spec, bool numeric) {
+  const size_t length = CodePoints(body).size();
+  if (spec.width <= 0 || length >= static_cast<size_t>(spec.width)) return body;
+  const size_t fill = static_cast<size_t>(spec.width) - length;
+  if (spec.left) return body + std::string(fill, ' ');
+  if (spec.zero && numeric) {
+    // Zeros go after the sign and the 0x/0o prefix.
+    size_t at = body.find_first_not_of("+- ");
+    if (at == std::string::npos) at = 0;
+    if (spec.alternate && body.size() > at + 1 && body[at] == '0' && std::isalpha(body[at + 1]))
+      at += 2;
+    return body.insert(at, fill, '0');
+  }
+  return std::string(fill, ' ') + body;
+}
+
+std::string FormatOne(const PercentSpec& spec, const Value& v) {
+  const char t = spec.type;
+  if (t == 's' || t == 'r' || t == 'a') {
+    std::string text = t == 's' ? v.Str() : v.Repr();
+    if (spec.precision >= 0) {
+      const auto cps = CodePoints(text);
+      if (cps.size() > static_cast<size_t>(spec.precision)) {
+        text.clear();
+        for (int i = 0; i < spec.precision; ++i) text += cps[i];
+      }
+    }
+    return Pad(text, spec, false);
+  }
+  const bool is_int = v.kind == Value::Kind::kInt || v.kind == Value::Kind::kBool;
+  const int64_t as_int = v.kind == Value::Kind::kBool ? v.boolean : v.integer;
+  std::string sign_flags = std::string(spec.plus ? "+" : "") + (spec.space ? " " : "");
+  if (t == 'c') {
+    if (v.is_string() && CodePoints(v.text).size() == 1)
+      return Pad(std::string(v.text), spec, false);
+    if (!is_int) Fail("%c requires int or char");
+    std::string out;
+    const int32_t c = static_cast<int32_t>(as_int);
+    utf8proc_uint8_t buf[4];
+    out.append(reinterpret_cast<char*>(buf), static_cast<size_t>(utf8proc_encode_char(c, buf)));
+    return Pad(out, spec, false);
+  }
+  if (t == 'd' || t == 'i' || t == 'u' || t == 'x' || t == 'X' || t == 'o') {
+    const bool decimal = t == 'd' || t == 'i' || t == 'u';
+    int64_t n;
+    if (is_int) {
+      n = as_int;
+    } else if (decimal && v.kind == Value::Kind::kFloat) {
+      n = static_cast<int64_t>(v.number);
+    } else {
+      Fail(fmt::format("%{} format: {} is required, not {}", t,
+                       decimal ? "a real number" : "an integer", KindName(v)));
+    }
+    std::string digits;
+    const uint64_t magnitude = n < 0 ? -static_cast<uint64_t>(n) : static_cast<uint64_t>(n);
+    if (decimal) digits = fmt::format("{}", magnitude);
+    if (t == 'x') digits = fmt::format("{:x}", magnitude);
+    if (t == 'X') digits = fmt::format("{:X}", magnitude);
+    if (t == 'o') digits = fmt::format("{:o}", magnitude);
+    if (spec.precision > static_cast<int>(digits.size())) {
+      digits.insert(0, static_cast<size_t>(spec.precision) - digits.size(), '0');
+    }
+    if (spec.alternate && !decimal) digits.insert(0, t == 'o' ? "0o" : t == 'x' ? "0x" : "0X");
+    const std::string sign = n < 0 ? "-" : spec.plus ? "+" : spec.space ? " " : "";
+    return Pad(sign + digits, spec, true);
+  }
+  if (t == 'f' || t == 'F' || t == 'e' || t == 'E' || t == 'g' || t == 'G') {
+    if (!v.is_number() && v.kind != Value::Kind::kBool) {
+      Fail(fmt::format("must be real number, not {}", KindName(v)));
+    }
+    const double d = v.kind == Value::Kind::kBool ? v.boolean : v.AsDouble();
+    const std::string c_spec = "%" + sign_flags + (spec.alternate ? "#" : "") + "." +
+                               std::to_string(spec.precision < 0 ? 6 : spec.precision) + t;
+    char buf[512];
+    const int n = std::snprintf(buf, sizeof buf, c_spec.c_str(), d);
+    return Pad(std::string(buf, static_cast<size_t>(std::clamp(n, 0, 511))), spec,
+               std::isfinite(d));
+  }
+  Fail(fmt::format("unsupported format character '{}' (0x{:x})", t, static_cast<unsigned char>(t)));
+}
+
+}  // namespace
+
+std::string PercentFormat(std::string_view format, const List& args, const Value* mapping) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out += format[i];
+      continue;
+    }
+    if (++i == format.size()) Fail("incomplete format");
+    const Value* value = nullptr;
+    if (format[i] == '(') {
+      const size_t close = format.find(')', i);
+      if (close == std::string_view::npos) Fail("incomplete format key");
+      if (mapping == nullptr) Fail("format requires a mapping");
+      const std::string_view key = format.substr(i + 1, close - i - 1);
+      const Dict& d = *mapping->dict();
+      auto it = std::find_if(d.begin(), d.end(), [&](const auto& kv) { return kv.first == key; });
+      if (it == d.end()) Fail(Value::StringView(key).Repr());  // Python: KeyError(key)
+      value = &it->second;
+      i = close + 1;
+    }
+    PercentSpec spec;
+    for (; i < format.size() && std::strchr("-+ #0", format[i]); ++i) {
+      spec.left |= format[i] == '-';
+      spec.plus |= format[i] == '+';
+      spec.space |= format[i] == ' ';
+      spec.alternate |= format[i] == '#';
+      spec.zero |= format[i] == '0';
+    }
+    auto number = [&](int& field) {
+      if (i < format.size() && format[i] == '*') {
+        if (next >= args.size()) Fail("not enough arguments for format string");
+        field = static_cast<int>(args[next++].integer);
+        ++i;
+        return;
+      }
+      for (field = 0; i < format.size() && std::isdigit(static_cast<unsigned char>(format[i]));
+           ++i) {
+        field = std::min(field * 10 + (format[i] - '0'), 100000);
+      }
+    };
+    number(spec.width);
+    if (spec.width < 0) spec.left = true, spec.width = -spec.width;
+    if (i < format.size() && format[i] == '.') {
+      ++i;
+      number(spec.precision);
+    }
+    while (i < format.size() && std::strchr("hlL", format[i])) ++i;
+    if (i == format.size()) Fail("incomplete format");
+    spec.type = format[i];
+    if (spec.type == '%') {
+      out += '%';
+      continue;
+    }
+    if (value == nullptr) {
+      if (mapping != nullptr) {
+        value = mapping;  // (Python: a dict right of % is the one argument)
+      } else {
+        if (next >= args.size()) Fail("not enough arguments for format string");
+        value = &args[next++];
+      }
+    }
+    out += FormatOne(spec, *value);
+  }
+  if (mapping == nullptr && next < args.size()) {
+    Fail("not all arguments converted during string formatting");
+  }
+  return out;
+}
+
+std::string EscapeNonAscii(std::string_view json) {
+  std::string out;
+  for (size_t i = 0; i < json.size();) {
+    const unsigned char lead = static_cast<unsigned char>(json[i]);
+    if (lead < 0x80) {
+      out += json[i++];
+      continue;
+    }
+    const size_t n = std::min(CodePointLength(lead), json.size() - i);
+    int32_t c = Decode(json.substr(i, n));
+    i += n;
+    if (c >= 0x10000) {
+      c -= 0x10000;
+      out += fmt::format("\\u{:04x}\\u{:04x}", 0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF));
+    } else {
+      out += fmt::format("\\u{:04x}", c);
+    }
+  }
+  return out;
+}
+
+std::string ObjectTypeRepr(const Value& v) {
+  return v.is_none() ? "None" : KindName(v) + " object";
 }
 
 std::string KindName(const Value& v) {

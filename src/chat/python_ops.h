@@ -45,15 +45,21 @@ bool PyIsSpace(int32_t c);
 // The result views `s`.
 std::string_view Strip(std::string_view s, const Value* chars, bool left, bool right);
 std::string MapCase(std::string_view s, bool upper);  // str.upper / str.lower
-// str.split / rsplit. The parts view `s`, except where a whitespace split with `maxsplit`
-// rejoins its tail (made in `heap`).
-List Split(Heap& heap, std::string_view s, const Value* sep, int64_t maxsplit, bool from_right);
+// str.split / rsplit; the parts view `s`.
+List Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_right);
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 std::string Capitalize(std::string_view s);
-std::string Title(std::string_view s);
+std::string Title(std::string_view s);       // str.title: after any uncased character
+std::string JinjaTitle(std::string_view s);  // the title filter: after whitespace - ( { [ <
+// Python's `format % args`, or `format % mapping` when `mapping` (a dict) is given.
+std::string PercentFormat(std::string_view format, const List& args, const Value* mapping);
+// JSON text with every non-ASCII character escaped as backslash-u XXXX (ensure_ascii).
+std::string EscapeNonAscii(std::string_view json);
 
 // ---------- values ----------
-std::string KindName(const Value& v);         // Python's type name: "str", "dict", "NoneType"...
+std::string KindName(const Value& v);  // Python's type name: "str", "dict", "NoneType"...
+// How Jinja2's errors name a value's type: "None", else "dict object", "str object"...
+std::string ObjectTypeRepr(const Value& v);
 List Iterate(const Value& v);                 // list items, dict keys, string characters
 int Compare(const Value& a, const Value& b);  // <0, 0, >0; Python's TypeError otherwise
 inline int64_t NormalizeIndex(int64_t i, size_t size) {

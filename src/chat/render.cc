@@ -13,6 +13,7 @@
 #include <ctime>
 #include <span>
 
+#include "chat/builtins.h"
 #include "chat/renderer.h"
 
 namespace kvgate::chat {
@@ -261,6 +262,7 @@ inline void Renderer::Bind(const std::vector<int>& ids, const Value& item) {
 // Calls a macro (its parameters bound from `args` and `kwargs`, else their defaults; with
 // `caller` for a {% call %} block) or a caller body; returns what it wrote.
 inline Value Renderer::Call(const Callable& c, List& args, Kwargs& kwargs, const Value* caller) {
+  if (c.node == nullptr) return GlobalById(c.global)(heap_, args, kwargs);
   const Node& n = *c.node;
   // Runaway recursion fails as in Jinja2 instead of overflowing the stack. (Jinja2's own
   // limit, from Python's, lets macros nest about 195 deep in transformers' sandbox.)

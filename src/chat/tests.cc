@@ -19,8 +19,9 @@ bool IsKind(const Value& v, const List&) {
 
 bool IsDefined(const Value& v, const List&) { return v.defined(); }
 bool IsUndefined(const Value& v, const List&) { return !v.defined(); }
+// Jinja2's Undefined iterates (as empty) and has a length, so it is iterable and a sequence.
 bool IsIterable(const Value& v, const List&) {
-  return v.kind == K::kList || v.kind == K::kDict || v.kind == K::kString;
+  return v.kind == K::kList || v.kind == K::kDict || v.kind == K::kString || !v.defined();
 }
 bool IsNumber(const Value& v, const List&) {
   return v.kind == K::kInt || v.kind == K::kFloat || v.kind == K::kBool;

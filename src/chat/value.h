@@ -40,6 +40,7 @@ struct Value {
   bool boolean = false;
   bool is_namespace = false;  // a namespace() object: a dict whose attributes can be set
   bool is_tuple = false;      // a list that prints as a Python tuple
+  bool is_group = false;      // a groupby() pair: a tuple that answers .grouper and .list
   int64_t integer = 0;
   double number = 0;
   // kString: the characters, immutable as Python's, viewed in the request, the template or

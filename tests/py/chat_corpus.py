@@ -14,6 +14,16 @@ TOOLS = [
     {"type": "function", "function": {
         "name": "search", "description": "Search the web",
         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},
+    # Array, enum, union, nested and defaulted parameters (what schema-to-type macros walk).
+    {"type": "function", "function": {
+        "name": "book_rooms", "description": "Book rooms.\nReturns a confirmation id.",
+        "parameters": {"type": "object", "properties": {
+            "guests": {"type": "array", "items": {"type": "string"}, "description": "Names"},
+            "nights": {"type": ["integer", "null"], "default": 1},
+            "kind": {"type": "string", "enum": ["single", "double"]},
+            "options": {"type": "object", "properties": {"breakfast": {"type": "boolean"}}},
+            "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "number"}}}},
+            "required": ["guests", "kind"]}}},
 ]
 
 CALL = {"id": "call_1", "type": "function",

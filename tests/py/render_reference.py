@@ -33,9 +33,10 @@ def load(model_dir):
     if template is None:
         with open(os.path.join(model_dir, "chat_template.jinja"), encoding="utf-8") as f:
             template = f.read()
-    if isinstance(template, list):
-        named = {t["name"]: t["template"] for t in template}
-        template = named.get("default", template[0]["template"])
+    # Named templates: as transformers picks them, "tool_use" when the request has tools,
+    # else "default".
+    named = ({t["name"]: t["template"] for t in template} if isinstance(template, list)
+             else {"default": template})
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[jinja2.ext.loopcontrols])
     env.filters["tojson"] = tojson
@@ -47,10 +48,13 @@ def load(model_dir):
         return v.get("content") if isinstance(v, dict) else v
 
     specials = {k: token(k) for k in ["bos_token", "eos_token", "unk_token", "pad_token"]}
-    return env.from_string(template), specials
+    return {name: env.from_string(t) for name, t in named.items()}, specials
 
 
-def render(template, specials, request):
+def render(templates, specials, request):
+    template = templates["default"]
+    if request.get("tools") is not None and "tool_use" in templates:
+        template = templates["tool_use"]
     messages = request["messages"]
     for m in messages:
         for call in m.get("tool_calls") or []:

@@ -82,6 +82,33 @@ CASES = [
     "{{ s + undefined_name }}",
     "{{ d.zz + 1 }}",
     "{{ 2 * xs[7] }}",
+    # Globals are defined like variables (Llama 3.x: `if strftime_now is defined`).
+    "{{ strftime_now is defined }} {{ raise_exception is defined }} {{ namespace is callable }} {{ nope is defined }}",
+    "{% if strftime_now is defined %}{{ strftime_now('%Y-%m-%d') }}{% else %}fallback{% endif %}",
+    # Python %-formatting (`format` filter: Llama 4-style pythonic tool calls).
+    "{{ '%s-%d'|format('a', 7) }} {{ '%s'|format(xs) }} {{ '%r|%s'|format('q', n) }} {{ '%5.2f|%-6s|%06d|%+d|%x|%X|%o|%%|%c'|format(f, 'ab', 42, 3, 255, 255, 8, 65) }}",
+    "{{ '%e %g %G %.3e %10.4f'|format(12345.678, 0.0001, 1e20, f, -f) }} {{ '%(a)s=%(b)d'|format(a='k', b=2) }} {{ '%i %s %s'|format(t, t, d) }}",
+    "{{ '%s %s'|format('only one') }}",
+    "{{ '%d'|format('x') }}",
+    # Undefined is iterable, empty, and passes through filters as Jinja2's Undefined does.
+    "{{ missing is iterable }} {{ missing is sequence }} {{ missing is mapping }} {% for x in missing %}never{% else %}empty{% endfor %} {{ missing|list }} {{ missing|length }} {{ missing|items|list }} {{ missing|join(',') }}|{{ missing|default([])|length }}",
+    "{{ d.nope is iterable }} {{ n is iterable }} {{ 3 is iterable }} {{ s is iterable }} {{ d|items is iterable }}",
+    "{% macro ty(spec) %}{% if spec.type == 'array' %}list[{{ ty(spec|items) }}]{% elif spec.type is iterable and spec.type is not string %}Union[{% for t in spec.type %}{{ ty({'type': t}) }}{{ ',' if not loop.last }}{% endfor %}]{% elif spec.type is string %}{{ {'string': 'str', 'integer': 'int', 'number': 'float', 'boolean': 'bool', 'object': 'dict'}[spec.type] }}{% else %}Any{% endif %}{% endmacro %}{{ ty({'type': 'array', 'items': {'type': 'string'}}) }} {{ ty({'type': ['string', 'null']}) }} {{ ty({'type': 'integer'}) }} {{ ty({}) }}",
+    # Filters and methods tool templates use, with their less common arguments.
+    "{{ 'hello big world'|wordcount }} {{ \"it's o'neil\"|title }} {{ 'ÉCOLE été'|capitalize }} {{ 'ab'|center(7) }}|{{ 'abc'|center(2) }}",
+    "{{ 'a\nb\n\nc'|indent(2, first=true) }}|{{ 'a\nb\n\nc'|indent(2, blank=true) }}|{{ 'a\nb'|indent('> ') }}|{{ 'x'|indent(width=4, first=true) }}",
+    "{{ users|map(attribute='name')|join('/') }} {{ users|map(attribute='missing', default='?')|list }} {{ xs|map('string')|join }} {{ users|selectattr('age', 'gt', 26)|map(attribute='name')|list }} {{ users|selectattr('admin', 'defined')|list|length }} {{ users|rejectattr('age', 'lt', 30)|map(attribute='name')|first }}",
+    "{{ xs|select('gt', 1)|list }} {{ xs|select('equalto', 2)|list }} {{ xs|select|list }} {{ [0, 1, '', 'a', none]|select|list }} {{ ['a', 'bb', 'c']|select('ne', 'bb')|list }}",
+    "{{ d|dictsort(reverse=true) }} {{ {'B': 1, 'a': 2, 'c': 0}|dictsort }} {{ {'B': 1, 'a': 2, 'c': 0}|dictsort(true) }} {{ {'b': 1, 'a': 2, 'c': 0}|dictsort(by='value') }}",
+    "{% for g in users|groupby('admin') %}{{ g.grouper }}:{{ g.list|map(attribute='name')|join }};{% endfor %} {% for k, items in [{'t': 'x', 'v': 1}, {'t': 'y', 'v': 2}, {'t': 'x', 'v': 3}]|groupby('t') %}{{ k }}={{ items|map(attribute='v')|list }} {% endfor %}",
+    "{% for g in users|groupby('admin', default=false) %}{{ g.grouper }}:{{ g.list|map(attribute='name')|join }};{{ g }} {% endfor %}{% for g in [{'k': 'B'}, {'k': 'b'}, {'k': 'a'}]|groupby('k') %}{{ g }}{% endfor %}",
+    "{{ [1, 2, 3, 4, 5]|batch(2, 'fill')|list }} {{ [1, 2, 3, 4, 5]|slice(2)|list }} {{ [1, 2, 3, 4, 5, 6, 7]|slice(3, 0)|list }} {{ ['A', 'a', 'b', 'B']|unique|list }} {{ ['A', 'a', 'b']|unique(case_sensitive=true)|list }} {{ users|unique(attribute='admin')|list|length }}",
+    "{{ users|min(attribute='age') }} {{ users|max(attribute='age') }} {{ ['b', 'A', 'c']|min }} {{ ['b', 'A', 'c']|max(case_sensitive=true) }} {{ users|sum(attribute='age') }} {{ xs|sum(start=10) }} {{ [[1], [2]]|sum(start=[]) }}",
+    "{{ nested|tojson(indent=1, sort_keys=true) }} {{ {'b': [1, 2], 'a': none}|tojson(separators=(',', ':'), sort_keys=true) }} {{ u|tojson(ensure_ascii=true) }}",
+    "{{ 'a,b,c,d'.split(',', 2) }} {{ 'a b  c d'.split(none, 1) }} {{ 'a,b,c,d'.rsplit(',', 2) }} {{ '  a b  '.rsplit() }} {{ 'a,b'.split(',', -1) }} {{ 'abc'.split('b', 0) }}",
+    "{{ 'hello'.startswith(('x', 'he')) }} {{ 'hello'.startswith('l', 2) }} {{ 'hello'.endswith('ll', 0, 4) }} {{ 'hello'.startswith(()) }}",
+    "{{ xs[::2] }} {{ xs[::-2] }} {{ 'abcdef'[::2] }} {{ 'abcdef'[-1:0:-2] }} {{ 'abcdef'[5:1:-1] }} {{ [1, 2, 3, 4, 5][-2:] }} {{ 'abc'[10:] }}|{{ xs[1:2:0] if false }}",
+    "{{ 'a-b'.replace('-', '+', 1) }} {{ 'Hello'.swapcase() }} {{ 'hello world'.title() }} {{ 'hello'.capitalize() }} {{ 'x'.center(5, '*') }} {{ 'ab'.ljust(4, '.') }}|{{ 'ab'.rjust(4) }} {{ '7'.zfill(3) }} {{ 'a b'.partition(' ') }} {{ ', '.join(['x', 'y']) }} {{ 'abc'.isalpha() }} {{ '12'.isdigit() }} {{ 'Ab'.islower() }} {{ '  '.isspace() }} {{ 'tEsT'.casefold() if false }}",
 ]
 
 
