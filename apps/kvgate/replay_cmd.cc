@@ -67,6 +67,8 @@ int Replay(const ReplayFlags& f) {
   report.trace_path = trace.path;
   report.trace_requests = trace.requests.size();
   report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
+  report.bound_reuse = replay::BoundReuse(trace, f.block_size, f.trace_block_size,
+                                          uint64_t{f.workers} * f.num_blocks);
   const bool tty = isatty(STDERR_FILENO);
   auto progress_for = [tty](std::string_view name) {
     return [tty, name](size_t done, size_t total) {

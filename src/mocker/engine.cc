@@ -20,6 +20,7 @@ struct Engine::Sequence {
   size_t computed = 0;           // tokens whose KV is computed
   size_t committed = 0;          // leading blocks that are in the prefix cache
   bool first_emitted = false;
+  bool scheduled_once = false;  // cached_tokens is set (the first admission's cache hit)
   uint32_t cached_tokens = 0;
 
   size_t pending() const { return tokens.size() - computed; }
@@ -131,7 +132,10 @@ bool Engine::Admit(Sequence& seq, uint32_t& budget) {
     Preempt(seq);  // not enough room: give the blocks back and stay waiting
     return false;
   }
-  if (!seq.first_emitted) seq.cached_tokens = hit * config_.block_size;
+  // Like vLLM: counted once, at the first admission. A preempted sequence readmitted later
+  // finds its own recomputed blocks cached; those are not cache hits of the request.
+  if (!seq.scheduled_once) seq.cached_tokens = hit * config_.block_size;
+  seq.scheduled_once = true;
   return true;
 }
 

@@ -32,7 +32,8 @@ PolicySummary Summarize(const PolicyRun& run, uint32_t workers, uint32_t block_s
 struct Report {
   std::string trace_path;
   size_t trace_requests = 0;
-  double ideal_reuse = 0;
+  double ideal_reuse = 0;  // one infinite cache
+  double bound_reuse = 0;  // one LRU cache of the fleet's total blocks
   std::vector<PolicySummary> policies;
 };
 

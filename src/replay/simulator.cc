@@ -4,6 +4,9 @@
 #include <memory>
 #include <queue>
 
+#include <list>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "events/stream_state.h"
 #include "kv/block_hash.h"
@@ -164,8 +167,15 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
 }
 
 double IdealReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_size) {
-  absl::flat_hash_set<uint64_t> seen;
-  uint64_t cached = 0, total = 0;
+  return BoundReuse(trace, block_size, trace_block_size, 0);
+}
+
+double BoundReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_size,
+                  uint64_t capacity_blocks) {
+  // An LRU of sequence hashes, most recent first; capacity 0: nothing is ever evicted.
+  std::list<uint64_t> lru;
+  absl::flat_hash_map<uint64_t, std::list<uint64_t>::iterator> cached;
+  uint64_t hits = 0, total = 0;
   std::vector<uint64_t> local, seq;
   for (const TraceRequest& r : trace.requests) {
     const std::vector<uint32_t> tokens = PromptTokens(r, trace_block_size);
@@ -175,12 +185,23 @@ double IdealReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_
     kv::SequenceHashes(local, seq);
     const size_t limit = (tokens.size() - 1) / block_size;
     size_t hit = 0;
-    while (hit < limit && hit < seq.size() && seen.contains(seq[hit])) ++hit;
-    cached += hit * block_size;
+    while (hit < limit && hit < seq.size() && cached.contains(seq[hit])) ++hit;
+    hits += hit * block_size;
     total += tokens.size();
-    seen.insert(seq.begin(), seq.end());
+    // Touched last block first, so a prefix outlives its tails (engines free in that order).
+    for (auto h = seq.rbegin(); h != seq.rend(); ++h) {
+      if (auto it = cached.find(*h); it != cached.end()) {
+        lru.splice(lru.begin(), lru, it->second);
+      } else {
+        cached.emplace(*h, lru.insert(lru.begin(), *h));
+      }
+    }
+    while (capacity_blocks > 0 && lru.size() > capacity_blocks) {
+      cached.erase(lru.back());
+      lru.pop_back();
+    }
   }
-  return total == 0 ? 0 : static_cast<double>(cached) / static_cast<double>(total);
+  return total == 0 ? 0 : static_cast<double>(hits) / static_cast<double>(total);
 }
 
 }  // namespace kvgate::replay

@@ -53,5 +53,9 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
 // Fraction of prompt tokens an infinite single cache would serve (whole blocks of
 // `block_size`, at most prompt - 1 tokens per request, like the engines).
 double IdealReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_size);
+// The same for one pooled LRU cache of `capacity_blocks` (the fleet's total): the reuse no
+// router could beat with that much memory (0: unbounded, IdealReuse).
+double BoundReuse(const Trace& trace, uint32_t block_size, uint32_t trace_block_size,
+                  uint64_t capacity_blocks);
 
 }  // namespace kvgate::replay

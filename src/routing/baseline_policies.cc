@@ -68,6 +68,7 @@ class ApproxPolicy final : public SelectionPolicy {
       : config_(config.approx), tree_(config.approx.capacity_blocks), rng_(config.seed) {}
 
   size_t Pick(std::span<Candidate> candidates, const RouteRequest& request) override {
+    sequence_hashes_.clear();  // (SequenceHashes appends)
     kv::SequenceHashes(request.local_hashes, sequence_hashes_);
     uint32_t min_requests = std::numeric_limits<uint32_t>::max();
     uint32_t max_requests = 0;

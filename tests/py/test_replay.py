@@ -32,16 +32,37 @@ class ReplayTest(unittest.TestCase):
         a = self.replay()
         self.assertEqual(a["trace"]["path"], "synthetic")
         self.assertGreater(a["trace"]["requests"], 0)
-        self.assertTrue(0 < a["trace"]["ideal_reuse"] < 1)
+        self.assertTrue(0 < a["trace"]["bound_reuse"] <= a["trace"]["ideal_reuse"] < 1)
         self.assertEqual([p["policy"] for p in a["policies"]], POLICIES)
         for p in a["policies"]:
             self.assertEqual(p["requests"], a["trace"]["requests"])
-            self.assertTrue(0 <= p["reuse"] <= a["trace"]["ideal_reuse"] + 1e-9)
+            self.assertTrue(0 <= p["reuse"] <= a["trace"]["bound_reuse"] + 1e-9)
             for key in ["ttft_ms", "itl_ms", "e2e_ms"]:
                 q = p[key]
                 self.assertTrue(0 <= q["p50"] <= q["p90"] <= q["p99"], (key, q))
             self.assertGreater(p["throughput_rps"], 0)
         self.assertEqual(strip_wall(a), strip_wall(self.replay()))
+
+    def test_reuse_never_beats_one_pooled_cache_under_overload(self):
+        # Every prompt is unique, so no request can be served from cache (bound_reuse 0), and
+        # the engines are too small for the load: sequences are preempted mid-prefill and
+        # readmitted. Their own recomputed blocks must not count as cache hits (vLLM counts
+        # cached tokens once, at first scheduling).
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "t.jsonl")
+            with open(trace, "w") as f:
+                for i in range(48):
+                    f.write(json.dumps({"timestamp": i * 10, "input_length": 6000, "output_length": 32,
+                                        "hash_ids": list(range(i * 100, i * 100 + 12))}) + "\n")
+            out = os.path.join(d, "r.json")
+            run(["replay", "--trace", trace, "--workers", "2", "--num-blocks", "600", "--out", out],
+                timeout=300)
+            with open(out) as f:
+                report = json.load(f)
+        self.assertEqual(report["trace"]["bound_reuse"], 0)
+        for p in report["policies"]:
+            self.assertEqual(p["requests"], 48)
+            self.assertEqual(p["reuse"], 0, p["policy"])
 
     def test_policy_subset_and_plots(self):
         with tempfile.TemporaryDirectory() as d:

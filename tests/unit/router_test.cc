@@ -211,5 +211,32 @@ TEST(Router, ApproxFollowsItsOwnHistoryUntilImbalanced) {
   EXPECT_NE(r.Route({f.local, 32, {}, {}})->worker, first->worker);
 }
 
+TEST(Router, ApproxRemembersEachPromptApartFromTheOthers) {
+  // Three prompts in turn, each finished before the next: every repeat goes back to the
+  // worker its prompt went to first (what each request is matched on is its own prefix).
+  RouterConfig c = Config(Policy::kApprox);
+  Router r(c, nullptr);
+  for (uint32_t w = 0; w < 3; ++w) r.AddWorker({w, 0});
+  std::vector<std::vector<uint64_t>> prompts;
+  for (uint64_t p = 0; p < 3; ++p) {
+    std::vector<uint64_t> local;
+    for (uint64_t b = 0; b < 4; ++b) local.push_back(p * 100 + b + 1);
+    prompts.push_back(local);
+  }
+  std::vector<kv::WorkerKey> first;
+  for (const auto& p : prompts) {
+    const auto d = r.Route({p, 64, {}, {}});
+    first.push_back(d->worker);
+    r.OnFinished(d->id);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const auto d = r.Route({prompts[i], 64, {}, {}});
+      EXPECT_EQ(d->worker, first[i]) << "prompt " << i << " round " << round;
+      r.OnFinished(d->id);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvgate::routing
