@@ -49,6 +49,9 @@ int RunMocker(MockerFlags& f) {
     f.o.tokenizer = files.tokenizer;
     f.o.chat_template = files.chat_template;
   }
+  // Before the address is announced: whoever started us may signal as soon as they see it.
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
   mocker::MockerServer server(f.o);
   if (Status s = server.Start(); !s.ok()) {
     std::cerr << "kvgate mocker: " << s.message() << '\n';
@@ -59,8 +62,6 @@ int RunMocker(MockerFlags& f) {
   if (!f.o.kv_events.empty()) std::cout << ", KV events on " << f.o.kv_events;
   if (!f.o.kv_replay.empty()) std::cout << ", replay on " << f.o.kv_replay;
   std::cout << std::endl;
-  std::signal(SIGINT, [](int) { g_stop = 1; });
-  std::signal(SIGTERM, [](int) { g_stop = 1; });
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   server.Stop();
   return 0;

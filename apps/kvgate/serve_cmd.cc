@@ -136,6 +136,10 @@ int RunServe(const ServeFlags& f) {
       return 1;
     }
   }
+  // Before anything is announced: a supervisor may signal as soon as it sees the address.
+  std::signal(SIGINT, [](int) { g_stop = 1; });
+  std::signal(SIGTERM, [](int) { g_stop = 1; });
+  std::signal(SIGPIPE, SIG_IGN);
   mocker::MockFleet fleet;
   if (Status s = StartMockFleet(files, c, fleet); !s.ok()) {
     std::cerr << "kvgate serve: " << s.message() << '\n';
@@ -156,9 +160,6 @@ int RunServe(const ServeFlags& f) {
     std::cout << "  worker " << i << ": " << urls[i] << '\n';
   }
   std::cout << std::flush;
-  std::signal(SIGINT, [](int) { g_stop = 1; });
-  std::signal(SIGTERM, [](int) { g_stop = 1; });
-  std::signal(SIGPIPE, SIG_IGN);
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Log(LogLevel::kInfo, "kvgate serve: shutting down");
   gw.Stop();

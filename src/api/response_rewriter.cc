@@ -45,6 +45,7 @@ std::string ResponseRewriter::RewriteBody(std::string body) {
     experts_found_ = engines::TakeRoutedExperts(o, experts_, &experts_start_);
   }
   engines::ReadTokenCounts(o, &counts_);
+  if (!adds_nvext_) return body;
   o["nvext"] = Nvext(/*complete=*/true);
   return json::serialize(o);
 }
@@ -66,9 +67,13 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
     return;
   }
   boost::system::error_code ec;
-  json::value parsed = data.empty() ? json::value() : ParseJson(data, ec);
-  if (ec || !parsed.is_object()) {  // not ours to understand: pass it on
-    write(Unchanged(event));
+  json::value parsed = data.empty() || !NeedsParse(data) ? json::value() : ParseJson(data, ec);
+  if (ec || !parsed.is_object()) {  // nothing for us, or not ours to understand: pass it on
+    if (final_chunk_) {
+      after_final_.push_back(Unchanged(event));
+    } else {
+      write(Unchanged(event));
+    }
     return;
   }
   json::object& chunk = parsed.as_object();
@@ -85,7 +90,7 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   engines::ReadTokenCounts(chunk, &counts_);
   if (options_.drop_usage && chunk.erase("usage")) modified = true;
   if (modified && IsEmptyChunk(chunk)) return;
-  if (!final_chunk_ && !final_flushed_ && IsFinalChunk(chunk)) {
+  if (adds_nvext_ && !final_chunk_ && !final_flushed_ && IsFinalChunk(chunk)) {
     final_chunk_ = std::move(chunk);
     return;
   }
@@ -97,8 +102,14 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   }
 }
 
+bool ResponseRewriter::NeedsParse(std::string_view data) const {
+  auto has = [&](std::string_view key) { return data.find(key) != std::string_view::npos; };
+  return options_.extra.routed_experts || has("\"usage\"") || has("\"meta_info\"") ||
+         (adds_nvext_ && has("\"finish_reason\""));
+}
+
 void ResponseRewriter::FlushFinal(bool complete, const Write& write) {
-  if (final_flushed_) return;
+  if (final_flushed_ || !adds_nvext_) return;
   final_flushed_ = true;
   if (!complete && !final_chunk_) return;  // cut short before the end: nothing to finish
   json::object chunk =

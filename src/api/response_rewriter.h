@@ -2,7 +2,9 @@
 // out (wherever that engine puts them) and returns them normalized under `nvext` with the
 // other fields the client asked for, drops a usage chunk the client did not ask for, and
 // holds a stream's final chunk until everything that belongs in it has arrived (SGLang
-// sends routed experts in a chunk after the finish_reason).
+// sends routed experts in a chunk after the finish_reason). It also reads the token counts
+// the engine reports (the gateway checks them against its own: docs/design.md §14); events
+// that can hold nothing it needs pass through unparsed.
 #pragma once
 
 #include <boost/json.hpp>
@@ -21,7 +23,7 @@ namespace kvgate::api {
 
 struct RewriteOptions {
   ExtraFields extra;
-  bool drop_usage = false;  // usage was asked upstream for routed experts only
+  bool drop_usage = false;  // usage was asked upstream for the gateway only
   uint32_t experts_layers = 0;
   uint32_t experts_top_k = 0;
   // What only the gateway knows: where the request went and what it expected there.
@@ -48,13 +50,19 @@ class ResponseRewriter {
   // Why routed experts could not be returned, once they were asked for and the response
   // completed (missing, malformed, wrong size); empty when they were fine.
   const std::string& experts_problem() const { return experts_problem_; }
+  // What the engine reported so far.
+  const engines::TokenCounts& counts() const { return counts_; }
 
  private:
   void OnEvent(std::string_view event, const Write& write);
   void FlushFinal(bool complete, const Write& write);
   boost::json::object Nvext(bool complete);
 
+  // Whether `data` (one event's) may hold anything this rewriter reads or changes.
+  bool NeedsParse(std::string_view data) const;
+
   const RewriteOptions options_;
+  const bool adds_nvext_ = options_.extra.any();
   SseSplitter splitter_;
   std::optional<boost::json::object> final_chunk_;
   std::vector<std::string> after_final_;

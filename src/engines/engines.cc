@@ -93,6 +93,11 @@ void ReadTokenCounts(const json::object& response, TokenCounts* counts) {
     if (u == nullptr || !u->is_object()) continue;
     if (auto p = Count(u->as_object(), "prompt_tokens")) counts->prompt = p;
     if (auto c = Count(u->as_object(), "completion_tokens")) counts->completion = c;
+    if (auto c = Count(u->as_object(), "cached_tokens")) counts->cached = c;
+    const json::value* details = u->as_object().if_contains("prompt_tokens_details");
+    if (details && details->is_object()) {
+      if (auto c = Count(details->as_object(), "cached_tokens")) counts->cached = c;
+    }
   }
 }
 

@@ -55,10 +55,13 @@ void AskForRoutedExperts(EngineKind kind, uint64_t start, boost::json::object& b
 // meta_info (SGLang /generate).
 bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder, uint64_t* start);
 
-// Prompt and completion token counts a response (or a usage chunk) reports.
+// Prompt, completion and cached prompt token counts a response (or a usage chunk) reports:
+// usage.prompt_tokens_details.cached_tokens (vLLM, SGLang's OpenAI API) or
+// meta_info.cached_tokens (SGLang /generate).
 struct TokenCounts {
   std::optional<uint64_t> prompt;
   std::optional<uint64_t> completion;
+  std::optional<uint64_t> cached;
 };
 void ReadTokenCounts(const boost::json::object& response, TokenCounts* counts);
 

@@ -10,9 +10,10 @@ namespace {
 
 namespace json = boost::json;
 
-// Token counts size the routed-experts array, so a stream must end with its usage chunk;
-// when the client did not ask for it, it is asked for here (the client's other stream
-// options stay) and dropped from the client's stream later.
+// A stream must end with its usage chunk: the gateway checks the engine's token counts
+// against its own (docs/design.md §14), and they size the routed-experts array. When the
+// client did not ask for it, it is asked for here (the client's other stream options stay)
+// and dropped from the client's stream later.
 bool ForceUsageChunk(json::object& body) {
   json::value* so = body.if_contains("stream_options");
   if (so && so->is_object()) {
@@ -66,11 +67,12 @@ Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const
 
   json::object& o = body.as_object();
   if (r.has_nvext) o.erase("nvext");
+  // (SGLang's /generate reports counts in every chunk's meta_info.)
+  if (r.stream && api != api::Api::kGenerate) plan->drop_usage = ForceUsageChunk(o);
   if (r.extra.routed_experts) {
-    if (r.stream && api != api::Api::kGenerate) plan->drop_usage = ForceUsageChunk(o);
     plan->experts_body_ = std::move(o);
   } else {
-    plan->body_ = r.has_nvext ? json::serialize(o) : req.body;
+    plan->body_ = r.has_nvext || plan->drop_usage ? json::serialize(o) : req.body;
   }
   return Status::Ok();
 }

@@ -32,7 +32,7 @@ struct CallPlan {
   api::Api api = api::Api::kCompletions;
   std::string path;  // upstream target, also the metrics route label
   api::InferenceRequest request;
-  bool drop_usage = false;  // usage was forced upstream for routed experts; the client did not ask
+  bool drop_usage = false;  // usage was asked of the engine for the gateway; the client did not
   std::vector<uint64_t> local_hashes;
   std::vector<uint64_t> eagle_hashes;  // only when the router wants them
   // Client headers the engine should see too (request ids, trace context).

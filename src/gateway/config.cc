@@ -125,7 +125,8 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"offload_prompt_bytes", Into(l.offload_prompt_bytes)}});
         }},
        {"api_keys", Into(c.api_keys)},
-       {"api_keys_file", Into(c.api_keys_file)}});
+       {"api_keys_file", Into(c.api_keys_file)},
+       {"admin_api_keys", Into(c.admin_api_keys)}});
 }
 
 std::optional<uint32_t> JsonCount(const boost::json::object& o, std::string_view key) {

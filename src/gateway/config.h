@@ -75,6 +75,8 @@ struct GatewayConfig {
   LimitsConfig limits;
   std::vector<std::string> api_keys;
   std::string api_keys_file;  // one key per line
+  // Keys for /admin/*. With API keys but no admin keys, the admin API is closed.
+  std::vector<std::string> admin_api_keys;
 };
 
 // Reads a YAML config into `config` (fields it does not mention keep their values).

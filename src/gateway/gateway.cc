@@ -4,12 +4,15 @@
 
 #include <atomic>
 #include <boost/json.hpp>
+#include <charconv>
 #include <functional>
 #include <string_view>
 
 #include "api/error.h"
 #include "common/log.h"
 #include "events/subscriber.h"
+#include "gateway/canary.h"
+#include "gateway/fidelity.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/inference_call.h"
 #include "gateway/worker_pool.h"
@@ -27,12 +30,20 @@ namespace json = boost::json;
 using Responder = std::shared_ptr<http::Responder>;
 using RouteHandler = std::function<void(http::Request&, Responder)>;
 
-// One entry of the route table.
+// Who may call a route: anyone (/health, /ready and /metrics stay open for probes and
+// scrapers), holders of an API key, or of an admin key.
+enum class Access { kOpen, kApiKey, kAdmin };
+
+// One entry of the route table. A path ending in '/' is a prefix (its rest: an argument).
 struct Route {
   std::string_view path;
   std::string_view method;
-  bool needs_api_key;  // /health, /ready and /metrics stay open for probes and scrapers
+  Access access;
   RouteHandler handle;
+  bool Matches(std::string_view request_path) const {
+    return path.ends_with('/') ? request_path.starts_with(path) && request_path.size() > path.size()
+                               : request_path == path;
+  }
 };
 
 // Compares every byte whatever the first difference, so the time taken says nothing about
@@ -72,6 +83,8 @@ struct Gateway::Impl {
   std::shared_ptr<http::EventLoops> loops;
   std::unique_ptr<http::Client> client;
   std::unique_ptr<WorkerPool> workers;
+  std::unique_ptr<Fidelity> fidelity;
+  std::unique_ptr<CanaryRunner> canaries;
   GatewayMetrics metrics;
   std::unique_ptr<WorkQueue> prompt_workers;
   std::unique_ptr<CallServices> calls;
@@ -116,38 +129,123 @@ struct Gateway::Impl {
 
   void BuildRoutes() {
     routes = {
-        {"/v1/chat/completions", "POST", true, Infer(api::Api::kChat)},
-        {"/v1/completions", "POST", true, Infer(api::Api::kCompletions)},
-        {"/generate", "POST", true, Infer(api::Api::kGenerate)},
-        {"/v1/models", "GET", true,
+        {"/v1/chat/completions", "POST", Access::kApiKey, Infer(api::Api::kChat)},
+        {"/v1/completions", "POST", Access::kApiKey, Infer(api::Api::kCompletions)},
+        {"/generate", "POST", Access::kApiKey, Infer(api::Api::kGenerate)},
+        {"/v1/models", "GET", Access::kApiKey,
          [this](http::Request&, Responder r) { r->Send(200, "application/json", ModelsBody()); }},
-        {"/health", "GET", false,
+        {"/health", "GET", Access::kOpen,
          [](http::Request&, Responder r) {
            r->Send(200, "application/json", R"({"status":"ok"})");
          }},
-        {"/ready", "GET", false,
+        {"/ready", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
            const size_t up = workers->healthy_count();
-           r->Send(up ? 200 : 503, "application/json",
-                   fmt::format(R"({{"ready":{},"healthy_workers":{},"workers":{}}})",
-                               up ? "true" : "false", up, workers->size()));
+           r->Send(up ? 200 : 503, "application/json", ReadyBody(up));
          }},
-        {"/metrics", "GET", false,
+        {"/metrics", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
-           const MetricsSources sources{calls->in_flight, *workers, *router, *subscriber, *index};
+           const MetricsSources sources{calls->in_flight, *workers, *router,
+                                        *subscriber,      *index,   *fidelity};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
+        {"/admin/workers", "GET", Access::kAdmin,
+         [this](http::Request&, Responder r) { r->Send(200, "application/json", WorkersBody()); }},
+        // POST /admin/workers/{id}/probe: runs the canary, answers with its result.
+        {"/admin/workers/", "POST", Access::kAdmin,
+         [this](http::Request& req, Responder r) { Probe(req.path, std::move(r)); }},
     };
+  }
+
+  bool MayCall(const Route& route, const http::Request& req) const {
+    switch (route.access) {
+      case Access::kOpen:
+        return true;
+      case Access::kApiKey:
+        return HasApiKey(config.api_keys, req);
+      case Access::kAdmin:
+        // Without admin keys the admin API is open only on a gateway without any key.
+        return config.admin_api_keys.empty() ? config.api_keys.empty()
+                                             : HasApiKey(config.admin_api_keys, req);
+    }
+    return false;
+  }
+
+  std::string ReadyBody(size_t up) const {
+    // Flagged workers serve, but the gateway's view of them is wrong: say which and why.
+    json::array flagged;
+    for (uint32_t id = 0; id < fidelity->size(); ++id) {
+      const WorkerFidelity f = fidelity->Get(id);
+      if (!f.flag.empty()) flagged.push_back(json::object{{"worker", id}, {"reason", f.flag}});
+    }
+    return json::serialize(json::object{{"ready", up > 0},
+                                        {"healthy_workers", up},
+                                        {"workers", workers->size()},
+                                        {"flagged", std::move(flagged)}});
+  }
+
+  json::object WorkerRecord(uint32_t id) const {
+    const Worker& w = workers->worker(id);
+    json::object record{{"id", std::to_string(id)},
+                        {"url", w.config.url},
+                        {"engine", engines::EngineName(w.config.engine)},
+                        {"kv_events", w.config.kv_events},
+                        {"kv_replay", w.config.kv_replay},
+                        {"dp_size", w.config.dp_size},
+                        {"role", "both"},
+                        {"model", config.models.empty() ? "" : config.models.front()},
+                        {"block_size", config.block_size}};
+    uint64_t local = 0, peers = 0;
+    for (uint32_t rank = 0; rank < w.config.dp_size; ++rank) {
+      local += router->loads().LocalLoad({id, rank}).requests;
+      peers += router->loads().PeersLoad({id, rank}).requests;
+    }
+    const WorkerFidelity f = fidelity->Get(id);
+    record["source"] = "static";
+    record["healthy"] = workers->healthy(id);
+    record["active_requests"] = json::object{{"local", local}, {"peers", peers}};
+    record["canary"] = f.canary.empty() ? json::value(nullptr) : json::value(f.canary);
+    record["fidelity"] = json::object{{"requests", f.requests},
+                                      {"prompt_tokens_mismatch", f.prompt_tokens_mismatch},
+                                      {"predicted_cached_tokens", f.predicted_cached_tokens},
+                                      {"reported_cached_tokens", f.reported_cached_tokens}};
+    record["flagged"] = f.flag.empty() ? json::value(nullptr) : json::value(f.flag);
+    return record;
+  }
+
+  std::string WorkersBody() const {
+    json::array list;
+    for (uint32_t id = 0; id < workers->size(); ++id) list.push_back(WorkerRecord(id));
+    return json::serialize(json::object{{"workers", std::move(list)}});
+  }
+
+  void Probe(std::string_view path, Responder r) {
+    // /admin/workers/{id}/probe
+    std::string_view rest = path.substr(std::string_view("/admin/workers/").size());
+    const size_t slash = rest.find('/');
+    const std::string_view id_text = rest.substr(0, slash);
+    uint32_t id = 0;
+    const auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
+    if (slash == std::string_view::npos || rest.substr(slash) != "/probe") {
+      return Reply(*r, "/admin/workers",
+                   Status::NotFound(fmt::format("no route for POST {}", path)));
+    }
+    if (ec != std::errc() || end != id_text.data() + id_text.size() || id >= workers->size()) {
+      return Reply(*r, "/admin/workers", Status::NotFound(fmt::format("no worker '{}'", id_text)));
+    }
+    canaries->Queue(id, /*wait_until_up=*/false, [this, id, r](const std::string& result) {
+      metrics.requests.Add({"/admin/workers", "200"});
+      r->Send(200, "application/json",
+              json::serialize(json::object{{"worker", std::to_string(id)}, {"canary", result}}));
+    });
   }
 
   // Before the body is read: unknown routes, wrong methods and missing API keys cost the
   // client's body nothing.
   std::optional<http::HeadRejection> CheckHead(const http::Request& head) const {
     for (const Route& route : routes) {
-      if (route.path != head.path) continue;
-      if (route.needs_api_key && !HasApiKey(config.api_keys, head)) {
-        return http::HeadRejection{401, "missing or invalid API key"};
-      }
+      if (!route.Matches(head.path)) continue;
+      if (!MayCall(route, head)) return http::HeadRejection{401, "missing or invalid API key"};
       return std::nullopt;
     }
     return std::nullopt;  // answered 404 by Handle
@@ -155,9 +253,10 @@ struct Gateway::Impl {
 
   void Handle(http::Request& req, Responder r) {
     for (const Route& route : routes) {
-      if (route.path != req.path) continue;
-      if (route.needs_api_key && !HasApiKey(config.api_keys, req)) {
-        return Reply(*r, req.path, {StatusCode::kUnauthenticated, "missing or invalid API key"});
+      if (!route.Matches(req.path)) continue;
+      if (!MayCall(route, req)) {
+        return Reply(*r, std::string(route.path),
+                     {StatusCode::kUnauthenticated, "missing or invalid API key"});
       }
       if (route.method != req.method) {
         return Reply(*r, req.path,
@@ -211,9 +310,17 @@ Status Gateway::Start() {
     if (Status s = g.workers->Add(w); !s.ok()) return s;
   }
   g.workers->StartHealthChecks();
+  g.fidelity = std::make_unique<Fidelity>(g.workers->size());
+  CanaryOptions canary;
+  canary.block_size = c.block_size;
+  canary.model = c.models.empty() ? "" : c.models.front();
+  g.canaries = std::make_unique<CanaryRunner>(canary, *g.client, *g.index, *g.subscriber,
+                                              *g.workers, *g.fidelity);
+  // Every worker joins now: each gets its canary once it is up.
+  for (uint32_t id = 0; id < g.workers->size(); ++id) g.canaries->Queue(id, /*wait_until_up=*/true);
   g.prompt_workers = std::make_unique<WorkQueue>(std::max(1, c.threads));
-  g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, c.limits,
-                                 *g.prompt_workers});
+  g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
+                                 c.limits, *g.prompt_workers});
   g.BuildRoutes();
 
   http::ServerOptions so;
@@ -243,12 +350,14 @@ std::vector<std::string> Gateway::worker_urls() const {
 
 void Gateway::Stop() {
   Impl& g = *impl_;
+  if (g.canaries) g.canaries->Stop();  // a running canary stops waiting
   if (g.server) g.server->Stop(g.config.limits.shutdown_grace);
   // Nothing runs once the loops stop; what they still hold (abandoned calls, whose
   // destructors reach the router) goes with them, before the router does.
   if (g.loops) g.loops->Stop();
   g.prompt_workers.reset();  // finishes what it holds; their calls reach no loop any more
-  g.workers.reset();         // joins the health checker
+  g.canaries.reset();
+  g.workers.reset();  // joins the health checker
   g.client.reset();
   g.server.reset();
   g.loops.reset();

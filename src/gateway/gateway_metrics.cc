@@ -1,6 +1,7 @@
 #include "gateway/gateway_metrics.h"
 
 #include "events/subscriber.h"
+#include "gateway/fidelity.h"
 #include "gateway/worker_pool.h"
 #include "kv/prefix_index.h"
 #include "routing/router.h"
@@ -91,6 +92,37 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   index_gauges.Set({"entries"}, static_cast<double>(stats.entries));
   index_gauges.Set({"bytes"}, static_cast<double>(stats.approx_bytes));
   index_gauges.Render(out);
+
+  // docs/design.md §14: the gateway's check of its own view of each worker.
+  CounterFamily fidelity_requests{"kvgate_fidelity_requests_total",
+                                  "Responses whose prompt token count was compared.",
+                                  {"worker"}};
+  CounterFamily fidelity_mismatch{
+      "kvgate_fidelity_prompt_tokens_mismatch_total",
+      "Responses whose engine prompt token count differs from the gateway's.",
+      {"worker"}};
+  CounterFamily fidelity_cached{
+      "kvgate_fidelity_cached_tokens_total",
+      "Cached prompt tokens the gateway predicted and the engine reported.",
+      {"worker", "kind"}};
+  CounterFamily canary{"kvgate_worker_canary",
+                       "1 for the result of the worker's last canary.",
+                       {"worker", "result"},
+                       true};
+  for (uint32_t id = 0; id < s.fidelity.size(); ++id) {
+    const WorkerFidelity f = s.fidelity.Get(id);
+    const std::string w = std::to_string(id);
+    fidelity_requests.Add({w}, static_cast<double>(f.requests));
+    fidelity_mismatch.Add({w}, static_cast<double>(f.prompt_tokens_mismatch));
+    fidelity_cached.Add({w, "predicted"}, static_cast<double>(f.predicted_cached_tokens));
+    fidelity_cached.Add({w, "reported"}, static_cast<double>(f.reported_cached_tokens));
+    // "error: <why>" is one result; the why is in /admin/workers and the log.
+    if (!f.canary.empty()) canary.Set({w, f.canary.substr(0, f.canary.find(':'))}, 1);
+  }
+  for (const CounterFamily* f :
+       {&fidelity_requests, &fidelity_mismatch, &fidelity_cached, &canary}) {
+    f->Render(out);
+  }
   return out;
 }
 

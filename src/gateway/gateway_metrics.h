@@ -20,6 +20,7 @@ class Router;
 
 namespace kvgate::gateway {
 
+class Fidelity;
 class WorkerPool;
 using metrics::CounterFamily;
 using metrics::HistogramFamily;
@@ -61,6 +62,7 @@ struct MetricsSources {
   const routing::Router& router;
   const events::Subscriber& subscriber;
   const kv::PrefixIndex& index;
+  const Fidelity& fidelity;
 };
 
 // The whole Prometheus text of /metrics.

@@ -5,6 +5,7 @@
 #include "api/error.h"
 #include "api/sse.h"
 #include "common/log.h"
+#include "gateway/fidelity.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/worker_pool.h"
 
@@ -159,7 +160,7 @@ void InferenceCall::OnHeaders(int status, std::string_view content_type) {
   if (status >= 500) return;  // an engine failure: maybe retried, the body is kept as the reason
   if (content_type.substr(0, 17) == "text/event-stream") {
     streaming_ = true;
-    if (plan_.request.extra.any()) stream_rewriter_.emplace(MakeRewriter());
+    stream_rewriter_.emplace(MakeRewriter());
     responder_->Begin(status, std::string(content_type));
   }
 }
@@ -194,7 +195,6 @@ void InferenceCall::OnBody(std::string_view data) {
     return;
   }
   if (!first_byte_) OnFirstByte();
-  if (!stream_rewriter_) return Write(std::string(data));
   stream_rewriter_->Feed(data, [this](std::string out) { Write(std::move(out)); });
 }
 
@@ -255,37 +255,41 @@ void InferenceCall::OnDone(const Status& status) {
     if (!status.ok()) {
       // Bytes already reached the client: end the stream with an error event, never a hang,
       // after whatever part of an event the engine left unfinished.
-      if (stream_rewriter_) {
-        stream_rewriter_->Finish(/*complete=*/false, write);
-      } else if (tail_[0] != '\n' || tail_[1] != '\n') {
-        Write("\n\n");
-      }
+      stream_rewriter_->Finish(/*complete=*/false, write);
+      if (tail_[0] != '\n' || tail_[1] != '\n') Write("\n\n");
       const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream", w.id));
       Write(api::SseEvent(api::ErrorBody(failure)));
       Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
       return responder_->End();
     }
-    if (stream_rewriter_) {
-      stream_rewriter_->Finish(/*complete=*/true, write);
-      CountExpertsProblem(*stream_rewriter_);
-    }
-    Finish(status_, /*succeeded=*/true);
+    stream_rewriter_->Finish(/*complete=*/true, write);
+    CountExpertsProblem(*stream_rewriter_);
+    Finish(status_, /*succeeded=*/true, stream_rewriter_->counts());
     return responder_->End();
   }
   // A whole JSON response (or a 4xx the engine chose): add nvext when asked.
   if (!first_byte_) OnFirstByte();
-  if (status_ < 400 && plan_.request.extra.any()) {
+  engines::TokenCounts counts;
+  if (status_ < 400) {
     api::ResponseRewriter rewriter = MakeRewriter();
     body_ = rewriter.RewriteBody(std::move(body_));
     CountExpertsProblem(rewriter);
+    counts = rewriter.counts();
   }
-  Finish(status_, /*succeeded=*/true);
+  Finish(status_, /*succeeded=*/true, counts);
   responder_->Send(status_, content_type_, std::move(body_));
 }
 
-void InferenceCall::Finish(int status, bool succeeded) {
+void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCounts& reported) {
   finished_ = true;
   if (succeeded) {
+    // The engine serves at most prompt - 1 tokens from its cache, in whole blocks.
+    const uint64_t prompt = plan_.request.prompt.size();
+    const uint64_t bs = services_.model.block_size;
+    const uint64_t cacheable_blocks = prompt == 0 ? 0 : (prompt - 1) / bs;
+    services_.fidelity.Observe(decision_.worker.worker, prompt,
+                               std::min<uint64_t>(decision_.cached_blocks, cacheable_blocks) * bs,
+                               reported);
     services_.router.OnFinished(decision_.id);
   } else {
     services_.router.OnFailed(decision_.id);

@@ -24,6 +24,7 @@
 namespace kvgate::gateway {
 
 struct GatewayMetrics;
+class Fidelity;
 class WorkerPool;
 
 // What the gateway shares with every call.
@@ -33,6 +34,7 @@ struct CallServices {
   WorkerPool& workers;
   http::Client& client;
   GatewayMetrics& metrics;
+  Fidelity& fidelity;
   const LimitsConfig& limits;
   WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
   std::atomic<int64_t> in_flight{0};
@@ -72,7 +74,8 @@ class InferenceCall : public http::ResponseSink,
   void CountExpertsProblem(const api::ResponseRewriter& rewriter);
   // Counts the request and releases its load and its in-flight slot; before the last byte
   // goes out, so a client that reads /metrics right after its response sees it counted.
-  void Finish(int status, bool succeeded);
+  // A success is also checked against the engine's counts (`reported`).
+  void Finish(int status, bool succeeded, const engines::TokenCounts& reported = {});
 
   CallServices& services_;
   const CallPlan plan_;
@@ -91,7 +94,7 @@ class InferenceCall : public http::ResponseSink,
   std::string body_;             // non-streaming responses, and failed attempts' error bodies
   bool too_large_ = false;       // the non-streaming body passed limits.max_response_bytes
   char tail_[2] = {'\n', '\n'};  // the last bytes passed through: is the stream between events?
-  std::optional<api::ResponseRewriter> stream_rewriter_;  // when the client asked for nvext
+  std::optional<api::ResponseRewriter> stream_rewriter_;  // for every stream
 };
 
 }  // namespace kvgate::gateway

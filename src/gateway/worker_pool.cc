@@ -70,6 +70,7 @@ void WorkerPool::ReportSuccess(uint32_t id, Check check) {
     return;
   }
   h.probe_failures = 0;
+  h.seen_up = true;
   if (!h.healthy) SetHealthy(id, true);
 }
 

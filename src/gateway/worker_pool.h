@@ -38,6 +38,8 @@ class WorkerPool {
   const Worker& worker(uint32_t id) const { return *workers_[id]; }
   size_t size() const { return workers_.size(); }
   bool healthy(uint32_t id) const;
+  // Whether a health check of the worker ever passed (a joining worker is up).
+  bool seen_up(uint32_t id) const { return health_[id]->seen_up; }
   size_t healthy_count() const;
 
   // Outcomes of health checks and of inference requests, counted apart: a worker that
@@ -60,6 +62,7 @@ class WorkerPool {
   std::vector<std::unique_ptr<Worker>> workers_;
   struct Health {
     std::atomic<bool> healthy{true};
+    std::atomic<bool> seen_up{false};
     std::atomic<uint32_t> probe_failures{0};
     std::atomic<uint32_t> inference_failures{0};
   };

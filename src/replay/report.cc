@@ -98,8 +98,8 @@ std::string ReportTable(const Report& report) {
       "cache of the fleet's blocks)\n\n",
       report.trace_path, report.trace_requests, 100 * report.ideal_reuse, 100 * report.bound_reuse);
   out += fmt::format("{:<13} {:>6} {:>7} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>7} {}\n",
-                     "policy", "reqs", "reuse", "of bound", "ttft p50", "ttft p90", "ttft p99", "itl p50", "itl p99",
-                     "e2e p50", "req/s", "worker min-max");
+                     "policy", "reqs", "reuse", "of bound", "ttft p50", "ttft p90", "ttft p99",
+                     "itl p50", "itl p99", "e2e p50", "req/s", "worker min-max");
   for (const PolicySummary& p : report.policies) {
     const auto [lo, hi] =
         std::minmax_element(p.requests_per_worker.begin(), p.requests_per_worker.end());
@@ -107,8 +107,8 @@ std::string ReportTable(const Report& report) {
         "{:<13} {:>6} {:>6.1f}% {:>7.1f}% {:>7.0f}ms {:>7.0f}ms {:>7.0f}ms {:>6.1f}ms {:>6.1f}ms "
         "{:>7.0f}ms {:>7.2f} {:>5}-{}\n",
         p.policy, p.requests, 100 * p.reuse,
-        report.bound_reuse > 0 ? 100 * p.reuse / report.bound_reuse : 0, p.ttft_ms.p50, p.ttft_ms.p90, p.ttft_ms.p99,
-        p.itl_ms.p50, p.itl_ms.p99, p.e2e_ms.p50, p.throughput_rps,
+        report.bound_reuse > 0 ? 100 * p.reuse / report.bound_reuse : 0, p.ttft_ms.p50,
+        p.ttft_ms.p90, p.ttft_ms.p99, p.itl_ms.p50, p.itl_ms.p99, p.e2e_ms.p50, p.throughput_rps,
         lo == p.requests_per_worker.end() ? 0 : *lo, hi == p.requests_per_worker.end() ? 0 : *hi);
   }
   return out;

@@ -1,10 +1,9 @@
 #include "replay/simulator.h"
 
 #include <chrono>
+#include <list>
 #include <memory>
 #include <queue>
-
-#include <list>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"

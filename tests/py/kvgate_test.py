@@ -32,16 +32,19 @@ class Mocker:
     """A `kvgate mocker` process with KV events and replay on free ports. Pass `ports` (from
     a previous Mocker) to restart one in the same place."""
 
-    def __init__(self, *args, ports=None, speedup="50"):
+    def __init__(self, *args, ports=None, speedup="50", events=True):
         self.args = args
         # A port free_port() found can be taken by another process before the mocker binds
         # it (tests run in parallel): then the mocker exits at once, and new ports are tried.
         for attempt in range(5):
             self.port, self.events, self.replay = ports or (free_port(), free_port(), free_port())
+            # events=False: an engine whose KV events were never enabled (the ports stay
+            # reserved for a gateway config that expects them).
+            event_args = ["--kv-events", f"tcp://127.0.0.1:{self.events}",
+                          "--kv-replay", f"tcp://127.0.0.1:{self.replay}"] if events else []
             self.proc = subprocess.Popen(
                 [KVGATE, "mocker", "--port", str(self.port), "--speedup", speedup,
-                 "--kv-events", f"tcp://127.0.0.1:{self.events}",
-                 "--kv-replay", f"tcp://127.0.0.1:{self.replay}", *args],
+                 *event_args, *args],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if self.proc.stdout.readline():  # the "listening" line
                 break

