@@ -47,6 +47,10 @@ class FidelityTest(unittest.TestCase):
             time.sleep(0.1)
         self.fail("no canary result")
 
+    def index_blocks(self, gw):
+        _, text = gw.request("GET", "/metrics")
+        return metric(text, "kvgate_index_size", what="blocks")
+
     def chat(self, gw, content, stream=False):
         body = {"model": "kvgate-mock", "max_tokens": 2, "stream": stream,
                 "messages": [{"role": "system", "content": "You are terse."},
@@ -64,8 +68,12 @@ class FidelityTest(unittest.TestCase):
         try:
             self.assertEqual(self.canary(gw), "ok")
             question = "Explain, in one paragraph, why a prefix cache saves prefill. " * 6
+            blocks = self.index_blocks(gw)
             self.chat(gw, question)
-            time.sleep(0.5)  # the first request's blocks reach the index by KV events
+            # The first request's blocks reach the index by KV events before the repeats.
+            deadline = time.time() + 10
+            while self.index_blocks(gw) <= blocks and time.time() < deadline:
+                time.sleep(0.05)
             self.chat(gw, question, stream=True)
             self.chat(gw, question)
             w = self.workers(gw)[0]
