@@ -126,7 +126,8 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
         }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)},
-       {"admin_api_keys", Into(c.admin_api_keys)}});
+       {"admin_api_keys", Into(c.admin_api_keys)},
+       {"cors_allow_origin", Into(c.cors_allow_origin)}});
 }
 
 std::optional<uint32_t> JsonCount(const boost::json::object& o, std::string_view key) {

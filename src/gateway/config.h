@@ -77,6 +77,8 @@ struct GatewayConfig {
   std::string api_keys_file;  // one key per line
   // Keys for /admin/*. With API keys but no admin keys, the admin API is closed.
   std::vector<std::string> admin_api_keys;
+  // Access-Control-Allow-Origin for browsers ("*" as vLLM and SGLang; "" turns CORS off).
+  std::string cors_allow_origin = "*";
 };
 
 // Reads a YAML config into `config` (fields it does not mention keep their values).

@@ -134,6 +134,8 @@ struct Gateway::Impl {
         {"/generate", "POST", Access::kApiKey, Infer(api::Api::kGenerate)},
         {"/v1/models", "GET", Access::kApiKey,
          [this](http::Request&, Responder r) { r->Send(200, "application/json", ModelsBody()); }},
+        {"/v1/models/", "GET", Access::kApiKey,
+         [this](http::Request& req, Responder r) { Model(req.path, std::move(r)); }},
         {"/health", "GET", Access::kOpen,
          [](http::Request&, Responder r) {
            r->Send(200, "application/json", R"({"status":"ok"})");
@@ -258,7 +260,8 @@ struct Gateway::Impl {
         return Reply(*r, std::string(route.path),
                      {StatusCode::kUnauthenticated, "missing or invalid API key"});
       }
-      if (route.method != req.method) {
+      // HEAD is GET without the body (the server drops it): health probes use it.
+      if (route.method != req.method && !(req.method == "HEAD" && route.method == "GET")) {
         return Reply(*r, req.path,
                      {StatusCode::kUnimplemented, fmt::format("use {}", route.method)});
       }
@@ -267,7 +270,8 @@ struct Gateway::Impl {
     Reply(*r, "other", Status::NotFound(fmt::format("no route for {} {}", req.method, req.path)));
   }
 
-  std::string ModelsBody() const {
+  // The served models and LoRA adapters, as OpenAI's model objects.
+  json::array ModelEntries() const {
     auto entry = [](const std::string& id) {
       return json::object{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "kvgate"}};
     };
@@ -278,7 +282,23 @@ struct Gateway::Impl {
       adapter["parent"] = config.models.front();
       data.push_back(std::move(adapter));
     }
-    return json::serialize(json::object{{"object", "list"}, {"data", std::move(data)}});
+    return data;
+  }
+
+  std::string ModelsBody() const {
+    return json::serialize(json::object{{"object", "list"}, {"data", ModelEntries()}});
+  }
+
+  // GET /v1/models/{id}: ids may hold '/' (e.g. "org/model").
+  void Model(std::string_view path, Responder r) {
+    const std::string_view id = path.substr(std::string_view("/v1/models/").size());
+    for (const json::value& m : ModelEntries()) {
+      if (m.as_object().at("id").as_string() == id) {
+        metrics.requests.Add({"/v1/models", "200"});
+        return r->Send(200, "application/json", json::serialize(m));
+      }
+    }
+    Reply(*r, "/v1/models", Status::NotFound(fmt::format("the model '{}' does not exist", id)));
   }
 };
 
@@ -335,6 +355,7 @@ Status Gateway::Start() {
   so.max_body_bytes_in_flight = c.limits.max_body_bytes_in_flight;
   so.error_formatter = api::OpenAiErrorResponse;
   so.check_head = [&g](const http::Request& head) { return g.CheckHead(head); };
+  so.cors_allow_origin = c.cors_allow_origin;
   g.server = std::make_unique<http::Server>(
       so, [&g](http::Request req, Responder r) { g.Handle(req, std::move(r)); }, g.loops);
   return g.server->Start();

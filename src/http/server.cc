@@ -5,10 +5,12 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast.hpp>
+#include <cctype>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -48,6 +50,8 @@ struct ResponseState : std::enable_shared_from_this<ResponseState> {
   std::deque<Piece> pieces;
   std::atomic<bool> connected{true};
   std::atomic<size_t> buffered{0};      // bytes of queued pieces not yet written
+  bool head_only = false;               // a HEAD request: the answer's head, not its body
+  std::string cors_headers;             // formatted header lines, added to the answer
   std::function<void()> on_disconnect;  // guarded by mu
 
   // The client is gone: writes stop, and whoever asked is told (once).
@@ -241,12 +245,14 @@ struct Server::Impl {
   }
 
   // A whole response: head and body in one gather write.
+  // `head_only` (HEAD): the Content-Length a GET would get, without the body.
   awaitable<bool> WriteWhole(beast::tcp_stream& stream, int status, std::string_view content_type,
                              std::string_view body, bool keep_alive,
-                             std::string_view extra_headers = {}) {
+                             std::string_view extra_headers = {}, bool head_only = false) {
     const std::string head = ResponseHead(
         status, content_type, fmt::format("{}Content-Length: {}\r\n", extra_headers, body.size()),
         keep_alive);
+    if (head_only) body = {};
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
     stream.expires_after(options.write_timeout);
     auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
@@ -305,15 +311,18 @@ struct Server::Impl {
         bool ok = true;
         switch (p.kind) {
           case Piece::kSend: {
-            const bool ok = co_await WriteWhole(stream, p.status, p.content_type, p.data,
-                                                keep_alive, p.extra_headers);
+            const bool ok =
+                co_await WriteWhole(stream, p.status, p.content_type, p.data, keep_alive,
+                                    state.cors_headers + p.extra_headers, state.head_only);
             co_return ok&& keep_alive;
           }
           case Piece::kBegin:
             ok = co_await WriteRaw(
-                stream, ResponseHead(p.status, p.content_type,
-                                     "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n",
-                                     keep_alive));
+                stream,
+                ResponseHead(p.status, p.content_type,
+                             state.cors_headers +
+                                 "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n",
+                             keep_alive));
             break;
           case Piece::kWrite:
             ok = co_await WriteRaw(stream, fmt::format("{:x}\r\n{}\r\n", p.data.size(), p.data));
@@ -361,10 +370,18 @@ struct Server::Impl {
       Request request;
       if (!ec) {
         request = ToRequest(parser.get());
+        if (IsPreflight(request) && parser.is_done()) {
+          const bool keep_alive = parser.get().keep_alive() && !stopping;
+          if (!co_await WriteWhole(stream, 204, "text/plain", "", keep_alive, Preflight(request)) ||
+              !keep_alive) {
+            break;
+          }
+          continue;
+        }
         // Decided on the head alone: nothing of the body has been read yet.
         if (std::optional<HeadRejection> no = CheckHead(parser.get(), request, reservation)) {
           const ErrorResponse e = options.error_formatter(no->status, no->message);
-          co_await WriteWhole(stream, no->status, e.content_type, e.body, false);
+          co_await WriteWhole(stream, no->status, e.content_type, e.body, false, CorsFor(request));
           co_await LingeringClose(stream);
           break;
         }
@@ -405,6 +422,8 @@ struct Server::Impl {
       auto& msg = parser.get();
       const bool keep_alive = msg.keep_alive() && !stopping;
       auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
+      state->head_only = msg.method() == bhttp::verb::head;
+      state->cors_headers = CorsFor(request);
       ++in_flight;
       try {
         request.body = std::move(msg.body());
@@ -421,6 +440,37 @@ struct Server::Impl {
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
     --connections;
+  }
+
+  std::string CorsOrigin() const {
+    return fmt::format("Access-Control-Allow-Origin: {}\r\n{}", options.cors_allow_origin,
+                       options.cors_allow_origin == "*" ? "" : "Vary: Origin\r\n");
+  }
+
+  // The CORS header lines for an answer to `request` (none without an Origin).
+  std::string CorsFor(const Request& request) const {
+    if (options.cors_allow_origin.empty() || request.Header("origin").empty()) return "";
+    return CorsOrigin();
+  }
+
+  // A browser asking whether it may send a cross-origin request.
+  bool IsPreflight(const Request& request) const {
+    return !options.cors_allow_origin.empty() && request.method == "OPTIONS" &&
+           !request.Header("origin").empty() &&
+           !request.Header("access-control-request-method").empty();
+  }
+
+  std::string Preflight(const Request& request) const {
+    std::string_view asked = request.Header("access-control-request-headers");
+    // Header names only (letters, digits, '-', ',' and blanks): nothing else is echoed.
+    const bool plain = std::all_of(asked.begin(), asked.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ',' || c == ' ';
+    });
+    if (asked.empty() || !plain) asked = "Authorization, Content-Type";
+    return CorsOrigin() + fmt::format(
+                              "Access-Control-Allow-Methods: GET, POST, HEAD, OPTIONS\r\n"
+                              "Access-Control-Allow-Headers: {}\r\nAccess-Control-Max-Age: 600\r\n",
+                              asked);
   }
 
   // The checks a request's head must pass before its body is read: framing that could

@@ -92,6 +92,10 @@ struct ServerOptions {
   size_t max_body_bytes_in_flight = size_t{1} << 30;
   ErrorFormatter error_formatter = PlainTextError;
   HeadCheck check_head;  // optional (e.g. API keys): no body is read for a rejected request
+  // CORS: "" sends no CORS headers; "*" or an origin is sent as Access-Control-Allow-Origin
+  // on answers to requests that carry an Origin, and the server answers preflights
+  // (OPTIONS with Access-Control-Request-Method) itself, before any check.
+  std::string cors_allow_origin;
 };
 
 class EventLoops;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstring>
 #include <limits>
 
@@ -78,12 +79,22 @@ std::string_view TypeName(MsgType t) {
   return "unknown";
 }
 
-Tier TierFromMedium(std::string_view m, bool* unknown) {
+// Media names engines and connectors publish, in any case ("gpu", "GPU"). Storage shared
+// beyond the worker (a storage or object-store connector) is the external tier: it is
+// credited least, never as device memory.
+Tier TierFromMedium(std::string_view medium, bool* unknown) {
   *unknown = false;
-  if (m.empty() || m == "GPU" || m == "DEVICE") return Tier::kDevice;
-  if (m == "CPU" || m == "CPU_PINNED" || m == "CPU_TIER1") return Tier::kHost;
-  if (m == "CPU_TIER2" || m == "DISK" || m == "NVME") return Tier::kDisk;
-  if (m == "EXTERNAL" || m == "NETWORK" || m == "REMOTE" || m == "SHARED") return Tier::kExternal;
+  std::string m(medium);
+  for (char& c : m) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (m.empty() || m == "GPU" || m == "DEVICE" || m == "HBM") return Tier::kDevice;
+  if (m == "CPU" || m == "CPU_PINNED" || m == "CPU_TIER1" || m == "HOST") return Tier::kHost;
+  if (m == "CPU_TIER2" || m == "DISK" || m == "NVME" || m == "LOCAL_DISK" || m == "SSD") {
+    return Tier::kDisk;
+  }
+  if (m == "EXTERNAL" || m == "NETWORK" || m == "REMOTE" || m == "SHARED" ||
+      m == "SHARED_STORAGE" || m == "OBJECT_STORE" || m == "STORAGE") {
+    return Tier::kExternal;
+  }
   *unknown = true;
   return Tier::kDevice;
 }

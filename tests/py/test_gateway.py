@@ -628,6 +628,57 @@ class GatewayTest(unittest.TestCase):
             gw.close()
             m.close()
 
+    def test_head_cors_and_one_model(self):
+        import http.client
+        m = Mocker()
+        gw = Gateway(config={"workers": [worker_config(m)], "api_keys": ["k"]})
+        try:
+            port = int(gw.url.rsplit(":", 1)[1])
+
+            def ask(method, path, headers=None, body=None):
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                c.request(method, path, body=body, headers=headers or {})
+                r = c.getresponse()
+                data = r.read()
+                c.close()
+                return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+            # HEAD: a GET's head (its length), no body; health probes use it.
+            status, headers, data = ask("HEAD", "/health")
+            self.assertEqual((status, data), (200, b""))
+            self.assertEqual(headers["content-length"], str(len('{"status":"ok"}')))
+            # A browser's preflight is answered without a key, and says what it may send.
+            status, headers, _ = ask("OPTIONS", "/v1/chat/completions", {
+                "Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization, content-type"})
+            self.assertEqual(status, 204)
+            self.assertEqual(headers["access-control-allow-origin"], "*")
+            self.assertIn("POST", headers["access-control-allow-methods"])
+            self.assertEqual(headers["access-control-allow-headers"], "authorization, content-type")
+            # The request itself (and its errors) can be read by the page.
+            auth = {"Authorization": "Bearer k", "Origin": "http://app.example",
+                    "Content-Type": "application/json"}
+            status, headers, data = ask("POST", "/v1/completions", auth,
+                                        json.dumps({"prompt": "hi", "max_tokens": 1}))
+            self.assertEqual(status, 200, data)
+            self.assertEqual(headers["access-control-allow-origin"], "*")
+            status, headers, _ = ask("POST", "/v1/completions", dict(auth, Authorization="Bearer x"),
+                                     b"{}")
+            self.assertEqual(status, 401)
+            self.assertEqual(headers["access-control-allow-origin"], "*")  # readable too
+            # Without an Origin, no CORS headers.
+            status, headers, _ = ask("GET", "/health")
+            self.assertNotIn("access-control-allow-origin", headers)
+            # One model by id.
+            status, _, data = ask("GET", "/v1/models/kvgate-mock", {"Authorization": "Bearer k"})
+            self.assertEqual((status, json.loads(data)["id"]), (200, "kvgate-mock"))
+            status, _, data = ask("GET", "/v1/models/nope", {"Authorization": "Bearer k"})
+            self.assertEqual(status, 404)
+            self.assertEqual(json.loads(data)["error"]["type"], "not_found_error")
+        finally:
+            gw.close()
+            m.close()
+
     def test_in_process_mock_workers_and_graceful_shutdown(self):
         gw = Gateway("--mock-workers", "2", "--mock-engine", "sglang")
         try:

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -208,10 +209,21 @@ class MockerTest(unittest.TestCase):
             for i in range(7):
                 m.post("/v1/completions", {"prompt": list(range(i * 100, i * 100 + 33)),
                                            "max_tokens": 1})
-            time.sleep(0.5)
+            # Until the listener applied 7 batches (replays take a round trip), or 10 s.
+            lines = []
+
+            def read():
+                for line in listen.stdout:
+                    lines.append(line)
+            reader = threading.Thread(target=read, daemon=True)
+            reader.start()
+            deadline = time.time() + 10
+            while time.time() < deadline and sum(l.startswith('{"seq"') for l in lines) < 7:
+                time.sleep(0.05)
             listen.terminate()
-            out, _ = listen.communicate(timeout=10)
-            seqs = [json.loads(l)["seq"] for l in out.splitlines() if l.startswith('{"seq"')]
+            listen.wait(10)
+            reader.join(10)
+            seqs = [json.loads(l)["seq"] for l in lines if l.startswith('{"seq"')]
             live = set()
             while sub.poll(100):
                 live.add(int.from_bytes(sub.recv_multipart()[1], "big"))

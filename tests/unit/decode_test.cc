@@ -147,6 +147,35 @@ TEST(Decode, BytesHashesUseLastEightBytesBigEndian) {
   EXPECT_EQ(b.events[0].medium, Tier::kDisk);
 }
 
+TEST(Decode, MediaNamesOfRealEnginesAndConnectorsMapToTheirTier) {
+  const std::pair<const char*, Tier> cases[] = {
+      {"GPU", Tier::kDevice},
+      {"gpu", Tier::kDevice},
+      {"cpu", Tier::kHost},
+      {"CPU_PINNED", Tier::kHost},
+      {"DISK", Tier::kDisk},
+      {"SHARED_STORAGE", Tier::kExternal},
+      {"OBJECT_STORE", Tier::kExternal},
+      {"STORAGE", Tier::kExternal},
+      {"REMOTE", Tier::kExternal},
+      {"shared_storage", Tier::kExternal},
+  };
+  for (const auto& [name, tier] : cases) {
+    MsgpackBuilder m;
+    m.pk.pack_array(2);
+    m.pk.pack(0.0);
+    m.pk.pack_array(1);
+    m.pk.pack_array(3);
+    m.pk.pack("BlockRemoved");
+    m.pk.pack(std::vector<int>{1});
+    m.pk.pack(name);
+    DecodedBatch b;
+    ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok()) << name;
+    EXPECT_EQ(b.events[0].medium, tier) << name;
+    EXPECT_FALSE(b.events[0].unknown_medium) << name;
+  }
+}
+
 TEST(Decode, BadEventsAreIsolated) {
   MsgpackBuilder m;
   m.pk.pack_array(3);
