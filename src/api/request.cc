@@ -47,6 +47,14 @@ void ReadFields(Api api, const json::object& o, InferenceRequest* r) {
   }
   r->cache_salt = std::string(StringField(o, "cache_salt"));
   r->extra.routed_experts = BoolField(o, "return_routed_experts");
+  // An engine's own start field (SGLang's routed_experts_start_len, vLLM's
+  // routed_experts_prompt_start) is what the engine will apply; nvext's, read later, wins.
+  for (const char* native : {"routed_experts_start_len", "routed_experts_prompt_start"}) {
+    const json::value* s = Field(o, native);
+    if (s && s->is_int64() && s->as_int64() > 0) {
+      r->routed_experts_start = static_cast<uint64_t>(s->as_int64());
+    }
+  }
   switch (api) {
     case Api::kCompletions:
       r->max_tokens = PositiveCount(o, "max_tokens");

@@ -80,7 +80,7 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   bool modified = false;
   if (options_.extra.routed_experts) {
     json::value native;
-    uint64_t start = 0;
+    uint64_t start = options_.experts_start;
     if (engines::TakeRoutedExperts(chunk, native, &start)) {
       experts_ = std::move(native);
       experts_start_ = start;

@@ -26,6 +26,9 @@ struct RewriteOptions {
   bool drop_usage = false;  // usage was asked upstream for the gateway only
   uint32_t experts_layers = 0;
   uint32_t experts_top_k = 0;
+  // The first prompt position kvgate asked experts for (engines' OpenAI responses do not
+  // echo it; where one does, its echo wins).
+  uint64_t experts_start = 0;
   // What only the gateway knows: where the request went and what it expected there.
   uint32_t worker_id = 0;
   uint32_t dp_rank = 0;
@@ -69,7 +72,7 @@ class ResponseRewriter {
   bool final_flushed_ = false;
   boost::json::value experts_;
   bool experts_found_ = false;
-  uint64_t experts_start_ = 0;
+  uint64_t experts_start_ = options_.experts_start;
   engines::TokenCounts counts_;
   std::string experts_problem_;
 };

@@ -66,7 +66,6 @@ void AskForRoutedExperts(EngineKind kind, uint64_t start, json::object& body) {
 }
 
 bool TakeRoutedExperts(json::object& response, json::value& holder, uint64_t* start) {
-  *start = 0;
   bool found = false;
   if (json::value* choices = response.if_contains("choices"); choices && choices->is_array()) {
     for (json::value& c : choices->as_array()) {

@@ -50,7 +50,8 @@ void AskForRoutedExperts(EngineKind kind, uint64_t start, boost::json::object& b
 
 // Engine-native routed experts found in a response object (a JSON body or one SSE chunk)
 // are moved into `holder` and removed from the response, so the client sees them once,
-// normalized, under `nvext`; `start` is what the engine reported it applied.
+// normalized, under `nvext`; `start` is set to what the engine reported it applied, and left
+// as it was when the engine does not say (OpenAI responses of vLLM and SGLang do not).
 // Looks wherever any engine puts them: choices[i] (vLLM), sglext (SGLang OpenAI) and
 // meta_info (SGLang /generate).
 bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder, uint64_t* start);

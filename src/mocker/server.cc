@@ -399,28 +399,26 @@ struct MockerServer::Impl {
   }
 
   // The engine's native routed-experts fields, added to `choice` (vLLM) or `top` (SGLang).
+  // As the real engines' OpenAI responses, they do not echo the start that was asked for.
   void AddExperts(const Pending& p, json::object* choice, json::object* top) const {
     if (!p.want_experts || !options.moe.enabled()) return;
     const std::vector<uint32_t> all = AllTokens(p);
     switch (engines::TraitsOf(options.kind).experts_form) {
       case engines::ExpertsForm::kInt32Base64: {
         json::object ext{
-            {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))},
-            {engines::TraitsOf(options.kind).experts_start_field, p.experts_start}};
+            {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))}};
         if (top) (*top)["sglext"] = std::move(ext);
         break;
       }
       case engines::ExpertsForm::kNpyBase64:
         if (choice) {
           (*choice)["routed_experts"] = Base64Encode(ExpertsNpy(all, p.experts_start, options.moe));
-          (*choice)["routed_experts_prompt_start"] = p.experts_start;
         }
         break;
       case engines::ExpertsForm::kJsonLists:
         if (choice) {
           (*choice)["routed_experts"] =
               json::parse(ExpertsJsonLists(all, p.experts_start, options.moe));
-          (*choice)["routed_experts_prompt_start"] = p.experts_start;
         }
         break;
     }
