@@ -60,6 +60,15 @@ void ResponseRewriter::Finish(bool complete, const Write& write) {
 }
 
 void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
+  // Most events (a token each) hold nothing for us: pass them on without taking them apart.
+  if (!NeedsParse(event) && event.find("[DONE]") == std::string_view::npos) {
+    if (final_chunk_) {
+      after_final_.push_back(Unchanged(event));
+    } else {
+      write(Unchanged(event));
+    }
+    return;
+  }
   const std::string data = SseData(event);
   if (data == "[DONE]") {
     FlushFinal(/*complete=*/true, write);
@@ -67,8 +76,8 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
     return;
   }
   boost::system::error_code ec;
-  json::value parsed = data.empty() || !NeedsParse(data) ? json::value() : ParseJson(data, ec);
-  if (ec || !parsed.is_object()) {  // nothing for us, or not ours to understand: pass it on
+  json::value parsed = data.empty() ? json::value() : ParseJson(data, ec);
+  if (ec || !parsed.is_object()) {  // not ours to understand: pass it on
     if (final_chunk_) {
       after_final_.push_back(Unchanged(event));
     } else {
@@ -102,8 +111,8 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   }
 }
 
-bool ResponseRewriter::NeedsParse(std::string_view data) const {
-  auto has = [&](std::string_view key) { return data.find(key) != std::string_view::npos; };
+bool ResponseRewriter::NeedsParse(std::string_view event) const {
+  auto has = [&](std::string_view key) { return event.find(key) != std::string_view::npos; };
   return options_.extra.routed_experts || has("\"usage\"") || has("\"meta_info\"") ||
          (adds_nvext_ && has("\"finish_reason\""));
 }

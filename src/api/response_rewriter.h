@@ -61,8 +61,8 @@ class ResponseRewriter {
   void FlushFinal(bool complete, const Write& write);
   boost::json::object Nvext(bool complete);
 
-  // Whether `data` (one event's) may hold anything this rewriter reads or changes.
-  bool NeedsParse(std::string_view data) const;
+  // Whether an event (its text) may hold anything this rewriter reads or changes.
+  bool NeedsParse(std::string_view event) const;
 
   const RewriteOptions options_;
   const bool adds_nvext_ = options_.extra.any();

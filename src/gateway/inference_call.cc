@@ -196,7 +196,11 @@ void InferenceCall::OnBody(std::string_view data) {
     return;
   }
   if (!first_byte_) OnFirstByte();
-  stream_rewriter_->Feed(data, [this](std::string out) { Write(std::move(out)); });
+  // What one read of the engine yields goes to the client as one piece (one write), not
+  // one per event.
+  std::string out;
+  stream_rewriter_->Feed(data, [&out](std::string event) { out += event; });
+  if (!out.empty()) Write(std::move(out));
 }
 
 bool InferenceCall::Retry() {

@@ -139,22 +139,28 @@ class ResponderImpl : public Responder {
 };
 
 // Bytes of a request body counted against the server's budget while it is received.
+// The budget is shared with the reservation: a session's coroutine frame can be destroyed
+// after the server (when the event loops that hold it go last), and its reservation must
+// still have something to give back to.
 class BodyReservation {
  public:
-  explicit BodyReservation(std::atomic<size_t>& in_flight) : in_flight_(in_flight) {}
+  explicit BodyReservation(std::shared_ptr<std::atomic<size_t>> in_flight)
+      : in_flight_(std::move(in_flight)) {}
   ~BodyReservation() { Release(); }
   bool Take(size_t bytes, size_t budget) {
-    if (in_flight_.fetch_add(bytes) + bytes > budget && bytes > 0) {
-      in_flight_ -= bytes;
+    if (in_flight_->fetch_add(bytes) + bytes > budget && bytes > 0) {
+      *in_flight_ -= bytes;
       return false;
     }
     bytes_ = bytes;
     return true;
   }
-  void Release() { in_flight_ -= std::exchange(bytes_, 0); }
+  void Release() {
+    if (bytes_ != 0) *in_flight_ -= std::exchange(bytes_, 0);
+  }
 
  private:
-  std::atomic<size_t>& in_flight_;
+  std::shared_ptr<std::atomic<size_t>> in_flight_;
   size_t bytes_ = 0;
 };
 
@@ -187,7 +193,8 @@ struct Server::Impl {
   std::unique_ptr<tcp::acceptor> acceptor;
   std::atomic<int> in_flight{0};
   std::atomic<size_t> connections{0};
-  std::atomic<size_t> body_bytes_in_flight{0};
+  std::shared_ptr<std::atomic<size_t>> body_bytes_in_flight =
+      std::make_shared<std::atomic<size_t>>(0);
   std::atomic<bool> stopping{false};
   bool started = false;
   uint16_t port = 0;

@@ -198,8 +198,18 @@ class HardeningTest(unittest.TestCase):
 
     def test_a_client_that_stops_reading_a_stream_does_not_make_the_gateway_buffer_it(self):
         m = Mocker(speedup="1000000")  # tokens as fast as the socket takes them
-        gw = Gateway(config={"workers": [worker_config(m)],
-                             "limits": {"client_buffer_bytes": 1 << 20}})
+        # Resident memory must show what the gateway holds: under AddressSanitizer, freed
+        # memory would otherwise sit in its quarantine (up to 256 MB) and count too.
+        asan = os.environ.get("ASAN_OPTIONS")
+        os.environ["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "quarantine_size_mb=1"
+        try:
+            gw = Gateway(config={"workers": [worker_config(m)],
+                                 "limits": {"client_buffer_bytes": 1 << 20}})
+        finally:
+            if asan is None:
+                del os.environ["ASAN_OPTIONS"]
+            else:
+                os.environ["ASAN_OPTIONS"] = asan
         try:
             before = rss_kb(gw.proc.pid)
             body = json.dumps({"prompt": "stream", "max_tokens": 150000, "stream": True}).encode()
