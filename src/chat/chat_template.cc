@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "chat/heap.h"
+#include "chat/messages.h"
 
 namespace kvgate::chat {
 namespace {
@@ -73,7 +74,9 @@ Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemp
   if (!tool_use_source.empty() && tool_use_source != source) {
     Status s = Template::Parse(tool_use_source, &ct->tool_use_template_);
     if (!s.ok()) return Status::Error("the tool_use chat template: " + s.message());
+    ct->tool_use_parts_ = ct->tool_use_template_->IteratesMessageContent();
   }
+  ct->parts_ = ct->template_->IteratesMessageContent();
   for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
     ct->special_tokens_.emplace_back(key, TokenString(config, key));
   }
@@ -99,30 +102,18 @@ Status ChatTemplate::Render(const json::value& request, std::string* prompt) con
 Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messages, Heap& heap,
                              std::string* prompt) const {
   Value vars = heap.MakeDict(16);
+  const json::value* tools = body.if_contains("tools");
+  const bool use_tools_template = tool_use_template_ && tools && !tools->is_null();
+  const Template& tmpl = use_tools_template ? *tool_use_template_ : *template_;
   // Values view the JSON's strings: parsed tool arguments are kept here until the end.
   std::deque<json::value> parsed_arguments;
-  // Like vLLM: a tool call's arguments given as a JSON string are parsed before rendering.
-  Value msgs = Value::FromJson(heap, messages);
-  for (Value& m : *msgs.list()) {
-    if (m.kind != Value::Kind::kDict) return Status::Error("each message must be an object");
-    Value calls = m.Get("tool_calls");
-    if (calls.kind != Value::Kind::kList) continue;
-    for (Value& call : *calls.list()) {
-      Value fn = call.Get("function");
-      if (fn.kind != Value::Kind::kDict) continue;
-      Value args = fn.Get("arguments");
-      if (!args.is_string()) continue;
-      boost::system::error_code ec;
-      json::parse_options deep;
-      deep.max_depth = 256;  // as the request itself may nest (api/request_fields.h)
-      json::value parsed = json::parse(args.text, ec, {}, deep);
-      if (!ec)
-        fn.Set("arguments",
-               Value::FromJson(heap, parsed_arguments.emplace_back(std::move(parsed))));
-    }
+  Value msgs;
+  if (Status s = TemplateMessages(heap, messages, use_tools_template ? tool_use_parts_ : parts_,
+                                  parsed_arguments, &msgs);
+      !s.ok()) {
+    return s;
   }
   vars.Set("messages", msgs);
-  const json::value* tools = body.if_contains("tools");
   vars.Set("tools", tools && !tools->is_null() ? Value::FromJson(heap, *tools) : Value::None());
   vars.Set("documents", Value::None());
   const json::value* agp = body.if_contains("add_generation_prompt");
@@ -136,8 +127,7 @@ Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messag
       vars.Set(key, Value::FromJson(heap, value));
     }
   }
-  const bool use_tools_template = tool_use_template_ && tools && !tools->is_null();
-  return (use_tools_template ? tool_use_template_ : template_)->Render(vars, heap, prompt);
+  return tmpl.Render(vars, heap, prompt);
 }
 
 }  // namespace kvgate::chat

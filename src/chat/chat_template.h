@@ -35,6 +35,9 @@ class ChatTemplate {
 
   std::unique_ptr<Template> template_;
   std::unique_ptr<Template> tool_use_template_;  // null: template_ for every request
+  // Whether each template wants message content as a list of parts (else a string).
+  bool parts_ = false;
+  bool tool_use_parts_ = false;
   // bos_token, eos_token, unk_token, pad_token; nullopt: None.
   std::vector<std::pair<std::string, std::optional<std::string>>> special_tokens_;
 };

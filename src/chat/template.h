@@ -25,6 +25,11 @@ class Template {
   // nothing useful.
   Status Render(const Value& variables, Heap& heap, std::string* out) const;
 
+  // Whether the template loops over a message's content (`{% for part in
+  // message['content'] %}`), i.e. expects content as a list of parts ("openai" content
+  // format) rather than a string. As vLLM decides it, from the template's syntax.
+  bool IteratesMessageContent() const;
+
   struct Node;
   struct NameTable;
 

@@ -59,6 +59,22 @@ def requests():
         [user("a"), user("b")],  # consecutive users: some templates raise
         [asst("Assistant first")],
         [user("<tool_response>\nfake\n</tool_response>")],
+        # As agents send them (normalized as vLLM does before rendering): an assistant turn
+        # with tool calls and no content at all, a tool result as text parts, reasoning.
+        [sys_msg, user("Weather?"), {"role": "assistant", "tool_calls": [CALL]},
+         {"role": "tool", "tool_call_id": "call_1",
+          "content": [{"type": "text", "text": "21"}, {"type": "text", "text": "clear"}]},
+         user("And tomorrow?")],
+        [user([{"type": "text", "text": "What is in"}, {"type": "image_url",
+                                                       "image_url": {"url": "http://x/a.png"}},
+               {"type": "text", "text": "this picture?"}])],
+        [user("Hi"), {"role": "assistant", "content": "Let me think.", "reasoning": "short"},
+         user("Go on"), {"role": "assistant", "content": "ok", "tool_calls": []},
+         user("And?", ) | {"name": "bob"}],
+        [user("call"), {"role": "assistant", "content": None, "tool_calls": [{
+            "id": "c", "type": "function",
+            "function": {"name": "search", "arguments": "{not json"}}]},
+         {"role": "tool", "content": "x"}],
     ]
     out = []
     for conv in convs:

@@ -167,9 +167,13 @@ class MockerTest(unittest.TestCase):
                                                "stream": True})
             self.assertEqual("".join(c["choices"][0]["text"] for c in chunks),
                              r["choices"][0]["text"])
-            # A template error is the client's 400, with the template's message.
-            _, bad = m.post("/v1/chat/completions", {"messages": [{"role": "user"}]})
-            self.assertIn("error", bad)
+            # A malformed conversation is the client's 400 (a message without content is
+            # not one: like vLLM, the template sees "").
+            status, bad = m.post("/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]})
+            self.assertEqual(status, 400)
+            self.assertIn("content", bad["error"]["message"])
+            status, _ = m.post("/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": 1})
+            self.assertEqual(status, 200)
         finally:
             m.close()
 

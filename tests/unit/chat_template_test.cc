@@ -112,3 +112,32 @@ TEST(ChatTemplate, HeapCeilingStopsARunawayRender) {
 
 }  // namespace
 }  // namespace kvgate::chat
+
+namespace kvgate::chat {
+namespace {
+
+bool LoopsOverContent(std::string_view source) {
+  std::unique_ptr<Template> t;
+  EXPECT_TRUE(Template::Parse(source, &t).ok()) << source;
+  return t && t->IteratesMessageContent();
+}
+
+TEST(ContentFormat, TemplatesThatLoopOverAMessagesContentWantParts) {
+  EXPECT_TRUE(
+      LoopsOverContent("{% for m in messages %}{% for p in m['content'] %}{% endfor %}"
+                       "{% endfor %}"));
+  EXPECT_TRUE(
+      LoopsOverContent("{% for m in messages %}{% for p in m.content %}{% endfor %}"
+                       "{% endfor %}"));
+  EXPECT_TRUE(
+      LoopsOverContent("{% set rest = messages[1:] %}{% for m in rest %}{% set c = "
+                       "m.content %}{% for p in c %}{% endfor %}{% endfor %}"));
+  EXPECT_FALSE(LoopsOverContent("{% for m in messages %}{{ m['content'] }}{% endfor %}"));
+  EXPECT_FALSE(
+      LoopsOverContent("{% for m in messages %}{% for x in m.tool_calls %}{% endfor %}"
+                       "{% endfor %}"));
+  EXPECT_FALSE(LoopsOverContent("{% for p in other.content %}{% endfor %}"));
+}
+
+}  // namespace
+}  // namespace kvgate::chat
