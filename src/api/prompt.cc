@@ -92,7 +92,13 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
       }
       std::string text;
       if (model.chat_template != nullptr) {
-        if (Status s = model.chat_template->Render(request, &text); !s.ok()) return s;
+        // kInvalidArgument: the messages are malformed; anything else: the template failed
+        // on a well-formed conversation (kFailedPrecondition).
+        if (Status s = model.chat_template->Render(request, &text); !s.ok()) {
+          return s.code() == StatusCode::kInvalidArgument
+                     ? s
+                     : Status(StatusCode::kFailedPrecondition, s.message());
+        }
       } else if (Status s = PlainChat(messages->as_array(), &text); !s.ok()) {
         return s;
       }

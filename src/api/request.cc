@@ -80,7 +80,7 @@ void ReadFields(Api api, const json::object& o, InferenceRequest* r) {
 }  // namespace
 
 Status ParseInferenceRequest(Api api, const json::value& body, const PromptModel& model,
-                             InferenceRequest* out) {
+                             InferenceRequest* out, PromptFailure on_failure) {
   *out = InferenceRequest{};
   out->api = api;
   if (!body.is_object()) return Status::InvalidArgument("the body must be a JSON object");
@@ -90,6 +90,12 @@ Status ParseInferenceRequest(Api api, const json::value& body, const PromptModel
     return Status::InvalidArgument(e.message);
   }
   if (Status s = PromptTokens(api, body, model, &out->prompt); !s.ok()) {
+    if (s.code() == StatusCode::kFailedPrecondition && on_failure == PromptFailure::kFallBack) {
+      out->prompt.clear();
+      out->prompt_fallback = "template";
+      out->prompt_error = s.message();
+      return Status::Ok();
+    }
     return Status::InvalidArgument(s.message());
   }
   if (out->prompt.empty()) return Status::InvalidArgument("the prompt is empty");

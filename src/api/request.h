@@ -33,12 +33,23 @@ struct InferenceRequest {
   ExtraFields extra;
   uint64_t routed_experts_start = 0;  // nvext.routed_experts_start
   bool has_nvext = false;             // the body carries kvgate's own `nvext` object
-  std::vector<uint32_t> prompt;       // never empty
+  std::vector<uint32_t> prompt;       // empty only with a prompt_fallback
+  // Why the prompt could not be computed ("template") when the caller accepted that.
+  std::string prompt_fallback;
+  std::string prompt_error;  // and what the failure said
+};
+
+// What to do when the chat template fails on a request whose shape is fine.
+enum class PromptFailure {
+  kReject,    // an engine: the client's 400
+  kFallBack,  // the gateway: the engine decides; route without the prompt (docs/design.md §7)
 };
 
 // Reads `body` (the parsed JSON of a request to `api`). Fails on a body that is not an
-// object, a field of the wrong type, a prompt that cannot be tokenized, or an empty prompt.
+// object, a field of the wrong type, a prompt that cannot be tokenized, or an empty prompt;
+// on a template error too, unless `on_failure` says to fall back.
 Status ParseInferenceRequest(Api api, const boost::json::value& body, const PromptModel& model,
-                             InferenceRequest* out);
+                             InferenceRequest* out,
+                             PromptFailure on_failure = PromptFailure::kReject);
 
 }  // namespace kvgate::api

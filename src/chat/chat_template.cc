@@ -86,10 +86,10 @@ Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemp
 
 Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
   const json::object* body = request.if_object();
-  if (body == nullptr) return Status::Error("the request must be a JSON object");
+  if (body == nullptr) return Status::InvalidArgument("the request must be a JSON object");
   const json::value* messages = body->if_contains("messages");
   if (messages == nullptr || !messages->is_array()) {
-    return Status::Error("'messages' must be a list");
+    return Status::InvalidArgument("'messages' must be a list");
   }
   Heap heap;
   try {

@@ -48,7 +48,10 @@ Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const
   if (ec)
     return Status::InvalidArgument(fmt::format("the body is not valid JSON: {}", ec.message()));
   api::InferenceRequest& r = plan->request;
-  if (Status s = api::ParseInferenceRequest(api, body, model.files.prompt_model(), &r); !s.ok()) {
+  // A template that fails where the engine's may not must not turn the request away.
+  if (Status s = api::ParseInferenceRequest(api, body, model.files.prompt_model(), &r,
+                                            api::PromptFailure::kFallBack);
+      !s.ok()) {
     return s;
   }
   std::string_view lora_name;

