@@ -126,7 +126,7 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
     chained = true;
   }
   const auto name = batch.LoraName(e);
-  const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{});
+  const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{}, batch.CacheSalt(e));
   local_scratch_.clear();
   AppendLocalBlockHashes(tokens, block_size_, seed, e.is_eagle, local_scratch_);
   if (e.is_eagle && !has_eagle_blocks()) has_eagle_blocks_.store(true, std::memory_order_relaxed);

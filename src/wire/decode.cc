@@ -319,6 +319,8 @@ class BatchDecoder {
       case Field::kLoraName: {
         std::string_view s;
         if (r_.ReadNil()) return true;
+        uint32_t n = 0;
+        if (r_.ReadMapHeader(&n)) return ReadStoreMetadata(e, n);
         if (!r_.ReadStr(&s)) return Fail(Is("lora_name"));
         e.has_lora_name = true;
         e.lora_name = AppendText(s);
@@ -475,6 +477,28 @@ class BatchDecoder {
 
   // extra_keys (per-block tuples of mm hashes, LoRA name, cache salt...): keep the string
   // leaves in order; everything else is read past.
+  // SGLang (0.5.18 on) puts a metadata map where vLLM has lora_name: {"cache_salt": s or
+  // nil, "session_id": ...}. A salt seeds the stored chain's hashes as it seeds requests'.
+  bool ReadStoreMetadata(Event& e, uint32_t entries) {
+    for (uint32_t i = 0; i < entries; ++i) {
+      std::string_view key;
+      if (!r_.ReadStr(&key)) {
+        if (!r_.Skip() || !r_.Skip()) return Fail("truncated msgpack");
+        continue;
+      }
+      if (key != "cache_salt") {
+        if (!r_.Skip()) return Fail("truncated msgpack");
+        continue;
+      }
+      std::string_view salt;
+      if (r_.ReadNil()) continue;
+      if (!r_.ReadStr(&salt)) return Fail(Is("cache_salt"));
+      e.has_cache_salt = true;
+      e.cache_salt = AppendText(salt);
+    }
+    return true;
+  }
+
   bool ReadExtraKeys(Event& e) {
     uint64_t pending = 1;
     while (pending > 0) {

@@ -13,8 +13,9 @@ class EventWriter {
 
   void operator()(const StoredBlocks& e) {
     const bool positional = options_.format != EventFormat::kVllmMap;
+    const bool metadata = e.cache_salt && options_.format == EventFormat::kSglang;
     if (positional) {
-      pk_.pack_array(e.lora_name ? 8 : 7);
+      pk_.pack_array(e.lora_name || metadata ? 8 : 7);
       pk_.pack("BlockStored");
     } else {
       pk_.pack_map(e.lora_name ? 8 : 7);
@@ -37,7 +38,11 @@ class EventWriter {
     pk_.pack_nil();
     if (!positional) Key("medium");
     pk_.pack(MediumName(e.medium));
-    if (e.lora_name) {
+    if (metadata) {
+      pk_.pack_map(1);
+      Key("cache_salt");
+      pk_.pack(*e.cache_salt);
+    } else if (e.lora_name) {
       if (!positional) Key("lora_name");
       pk_.pack(*e.lora_name);
     }

@@ -23,6 +23,8 @@ struct StoredBlocks {
   uint32_t block_size = 16;
   Tier medium = Tier::kDevice;
   std::optional<std::string> lora_name;
+  // SGLang only: written as its metadata map ({"cache_salt": ...}) where lora_name goes.
+  std::optional<std::string> cache_salt;
   bool bigram = false;  // write token_ids as EAGLE bigram pairs
 };
 struct RemovedBlocks {

@@ -37,6 +37,7 @@ struct Event {
   bool is_eagle = false;    // token ids came as bigram pairs (EAGLE)
   bool has_parent = false;  // parent_block_hash was present and not nil
   bool has_lora_name = false;
+  bool has_cache_salt = false;  // SGLang's metadata map named a salt (not nil)
   bool unknown_medium = false;  // medium string not recognised (treated as device)
   uint32_t index = 0;           // position in the batch's event array
   uint32_t block_size = 0;
@@ -45,6 +46,7 @@ struct Event {
   Slice block_hashes;   // into DecodedBatch::hashes
   Slice token_ids;      // into DecodedBatch::tokens
   Slice lora_name;      // into DecodedBatch::text
+  Slice cache_salt;     // into DecodedBatch::text
   Slice extra_keys;     // into DecodedBatch::extra_keys: string leaves, in order
   std::string message;  // kInvalid: the error; kDropped: the reason
 };
@@ -70,6 +72,9 @@ struct DecodedBatch {
   std::optional<std::string_view> LoraName(const Event& e) const {
     if (!e.has_lora_name) return std::nullopt;
     return Text(e.lora_name);
+  }
+  std::string_view CacheSalt(const Event& e) const {
+    return e.has_cache_salt ? Text(e.cache_salt) : std::string_view{};
   }
 };
 

@@ -147,6 +147,38 @@ TEST(Decode, BytesHashesUseLastEightBytesBigEndian) {
   EXPECT_EQ(b.events[0].medium, Tier::kDisk);
 }
 
+TEST(Decode, SglangMetadataMapWhereLoraNameGoes) {
+  // SGLang 0.5.18+: [tag, hashes, parent, tokens, block_size, lora_id, medium, metadata].
+  for (const bool salted : {true, false}) {
+    MsgpackBuilder m;
+    m.pk.pack_array(2);
+    m.pk.pack(0.0);
+    m.pk.pack_array(1);
+    m.pk.pack_array(8);
+    m.pk.pack("BlockStored");
+    m.pk.pack(std::vector<int64_t>{5});
+    m.pk.pack_nil();
+    m.pk.pack(std::vector<uint64_t>{1, 2});
+    m.pk.pack(2);
+    m.pk.pack_nil();
+    m.pk.pack("GPU");
+    m.pk.pack_map(2);
+    m.pk.pack("session_id");
+    m.pk.pack("sess-1");
+    m.pk.pack("cache_salt");
+    if (salted) {
+      m.pk.pack("s1");
+    } else {
+      m.pk.pack_nil();
+    }
+    DecodedBatch b;
+    ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+    ASSERT_EQ(b.events[0].kind, EventKind::kStored) << b.events[0].message;
+    EXPECT_FALSE(b.events[0].has_lora_name);
+    EXPECT_EQ(b.CacheSalt(b.events[0]), salted ? "s1" : "");
+  }
+}
+
 TEST(Decode, MediaNamesOfRealEnginesAndConnectorsMapToTheirTier) {
   const std::pair<const char*, Tier> cases[] = {
       {"GPU", Tier::kDevice},

@@ -238,6 +238,28 @@ TEST(PrefixIndex, LoraStoresOnlyMatchLoraRequests) {
   EXPECT_EQ(MatchMap(index, lora_local)[std::make_pair(1u, 0u)][0], 2u);
 }
 
+TEST(PrefixIndex, SaltedStoresOnlyMatchRequestsWithTheSameSalt) {
+  // SGLang's metadata map carries the request's cache_salt: the chain is hashed with it.
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 2);
+  wire::StoredBlocks s = Store(d, 0, 2, wire::Tier::kDevice);
+  s.cache_salt = "tenant-a";
+  wire::EncodeOptions sglang;
+  sglang.format = wire::EventFormat::kSglang;
+  wire::DecodedBatch batch;
+  const std::vector<wire::OutEvent> events = {s};
+  ASSERT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, events, sglang), batch).ok());
+  ASSERT_EQ(batch.events[0].kind, wire::EventKind::kStored) << batch.events[0].message;
+  ApplyStats stats;
+  index.ApplyBatch({1, 0}, batch, stats);
+  EXPECT_TRUE(MatchMap(index, d.local).empty());  // unsalted requests do not match
+  std::vector<uint64_t> salted, other;
+  AppendLocalBlockHashes(d.tokens, kBs, BlockHashSeed("", "tenant-a"), false, salted);
+  AppendLocalBlockHashes(d.tokens, kBs, BlockHashSeed("", "tenant-b"), false, other);
+  EXPECT_EQ(MatchMap(index, salted)[std::make_pair(1u, 0u)][0], 2u);
+  EXPECT_TRUE(MatchMap(index, other).empty());
+}
+
 // 100k random operations against a plain model: per worker, engine hash -> (seq, tiers).
 TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
   std::mt19937_64 rng(12345);
