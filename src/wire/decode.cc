@@ -193,13 +193,27 @@ class BatchDecoder {
     tag_ = Tag::kNone;
     event_ = {};
     dropped_kind_.clear();
-    if (DecodeEventBody(e)) {
+    // llm-d's storage publisher wraps each event as msgpack bytes: decode the inner event.
+    std::string_view wrapped;
+    const bool is_wrapped = r_.ReadBin(&wrapped);
+    bool decoded;
+    if (is_wrapped) {
+      const MsgpackReader outer = r_;  // past the bytes
+      r_ = MsgpackReader(wrapped);
+      decoded = DecodeEventBody(e);
+      if (decoded && !r_.at_end()) decoded = Fail("bytes after the wrapped event");
+      r_ = outer;
+    } else {
+      decoded = DecodeEventBody(e);
+    }
+    if (decoded) {
       if (dropped_kind_.empty()) return true;
       Reset(e, rollback, EventKind::kDropped,
             fmt::format("kv_cache_spec_kind '{}' is not prefix-reusable", dropped_kind_));
       return true;
     }
     Reset(e, rollback, EventKind::kInvalid, std::move(error_));
+    if (is_wrapped) return true;  // (already past it)
     r_.Seek(start);
     if (!r_.Skip()) {
       error_ = "truncated msgpack";

@@ -179,6 +179,35 @@ TEST(Decode, SglangMetadataMapWhereLoraNameGoes) {
   }
 }
 
+TEST(Decode, EventsWrappedAsBytesAreDecodedInside) {
+  // llm-d's storage publisher: each event is a msgpack bin holding the event's msgpack.
+  MsgpackBuilder inner;
+  inner.pk.pack_array(3);
+  inner.pk.pack("BlockRemoved");
+  inner.pk.pack(std::vector<int>{4, 5});
+  inner.pk.pack("SHARED_STORAGE");
+  const std::string event = inner.str();
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(0.0);
+  m.pk.pack_array(3);
+  m.pk.pack_bin(static_cast<uint32_t>(event.size()));
+  m.pk.pack_bin_body(event.data(), static_cast<uint32_t>(event.size()));
+  const char garbage[3] = {'\xc1', 1, 2};  // a reserved byte: not an event
+  m.pk.pack_bin(3);
+  m.pk.pack_bin_body(garbage, 3);
+  m.pk.pack_bin(static_cast<uint32_t>(event.size()));
+  m.pk.pack_bin_body(event.data(), static_cast<uint32_t>(event.size()));
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  ASSERT_EQ(b.events.size(), 3u);
+  EXPECT_EQ(b.events[0].kind, EventKind::kRemoved);
+  EXPECT_EQ(Hashes(b, b.events[0]), (std::vector<uint64_t>{4, 5}));
+  EXPECT_EQ(b.events[0].medium, Tier::kExternal);
+  EXPECT_EQ(b.events[1].kind, EventKind::kInvalid);  // the bad one alone
+  EXPECT_EQ(b.events[2].kind, EventKind::kRemoved);
+}
+
 TEST(Decode, MediaNamesOfRealEnginesAndConnectorsMapToTheirTier) {
   const std::pair<const char*, Tier> cases[] = {
       {"GPU", Tier::kDevice},
