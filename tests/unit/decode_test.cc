@@ -92,11 +92,7 @@ TEST(Decode, MapEventWithTypeLastAndUnknownKeys) {
 
 TEST(Decode, WideIdsFoldOnlyAboveU32) {
   MsgpackBuilder m;
-  m.pk.pack_array(2);
-  m.pk.pack(0.0);
-  m.pk.pack_array(1);
-  m.pk.pack_array(5);
-  m.pk.pack("BlockStored");
+  m.BeginOneEventBatch(5, "BlockStored");
   m.pk.pack(std::vector<int>{1});
   m.pk.pack_nil();
   const uint64_t wide = (uint64_t{1} << 62) + 12345;
@@ -111,11 +107,7 @@ TEST(Decode, WideIdsFoldOnlyAboveU32) {
 
 TEST(Decode, BigramPairsBecomeTokensAndMarkEagle) {
   MsgpackBuilder m;
-  m.pk.pack_array(2);
-  m.pk.pack(0.0);
-  m.pk.pack_array(1);
-  m.pk.pack_array(5);
-  m.pk.pack("BlockStored");
+  m.BeginOneEventBatch(5, "BlockStored");
   m.pk.pack(std::vector<int>{1});
   m.pk.pack_nil();
   m.pk.pack(std::vector<std::vector<int>>{{10, 11}, {11, 12}, {12, 13}});
@@ -128,11 +120,7 @@ TEST(Decode, BigramPairsBecomeTokensAndMarkEagle) {
 
 TEST(Decode, BytesHashesUseLastEightBytesBigEndian) {
   MsgpackBuilder m;
-  m.pk.pack_array(2);
-  m.pk.pack(0.0);
-  m.pk.pack_array(1);
-  m.pk.pack_array(3);
-  m.pk.pack("BlockRemoved");
+  m.BeginOneEventBatch(3, "BlockRemoved");
   m.pk.pack_array(2);
   const char digest[10] = {9, 9, 1, 2, 3, 4, 5, 6, 7, 8};
   m.pk.pack_bin(10);
@@ -151,11 +139,7 @@ TEST(Decode, SglangMetadataMapWhereLoraNameGoes) {
   // SGLang 0.5.18+: [tag, hashes, parent, tokens, block_size, lora_id, medium, metadata].
   for (const bool salted : {true, false}) {
     MsgpackBuilder m;
-    m.pk.pack_array(2);
-    m.pk.pack(0.0);
-    m.pk.pack_array(1);
-    m.pk.pack_array(8);
-    m.pk.pack("BlockStored");
+    m.BeginOneEventBatch(8, "BlockStored");
     m.pk.pack(std::vector<int64_t>{5});
     m.pk.pack_nil();
     m.pk.pack(std::vector<uint64_t>{1, 2});
@@ -223,11 +207,7 @@ TEST(Decode, MediaNamesOfRealEnginesAndConnectorsMapToTheirTier) {
   };
   for (const auto& [name, tier] : cases) {
     MsgpackBuilder m;
-    m.pk.pack_array(2);
-    m.pk.pack(0.0);
-    m.pk.pack_array(1);
-    m.pk.pack_array(3);
-    m.pk.pack("BlockRemoved");
+    m.BeginOneEventBatch(3, "BlockRemoved");
     m.pk.pack(std::vector<int>{1});
     m.pk.pack(name);
     DecodedBatch b;
@@ -338,11 +318,7 @@ TEST(Decode, NotAnEventBatch) {
 
 TEST(Decode, DeepNestingInIgnoredFieldsIsSkipped) {
   MsgpackBuilder m;
-  m.pk.pack_array(2);
-  m.pk.pack(0.0);
-  m.pk.pack_array(1);
-  m.pk.pack_array(6);
-  m.pk.pack("BlockStored");
+  m.BeginOneEventBatch(6, "BlockStored");
   m.pk.pack(std::vector<int>{1});
   m.pk.pack_nil();
   m.pk.pack(std::vector<int>{1, 2});
