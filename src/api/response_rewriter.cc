@@ -62,12 +62,7 @@ void ResponseRewriter::Finish(bool complete, const Write& write) {
 void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   // Most events (a token each) hold nothing for us: pass them on without taking them apart.
   if (!NeedsParse(event) && event.find("[DONE]") == std::string_view::npos) {
-    if (final_chunk_) {
-      after_final_.push_back(Unchanged(event));
-    } else {
-      write(Unchanged(event));
-    }
-    return;
+    return PassOn(Unchanged(event), write);
   }
   const std::string data = SseData(event);
   if (data == "[DONE]") {
@@ -77,14 +72,7 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   }
   boost::system::error_code ec;
   json::value parsed = data.empty() ? json::value() : ParseJson(data, ec);
-  if (ec || !parsed.is_object()) {  // not ours to understand: pass it on
-    if (final_chunk_) {
-      after_final_.push_back(Unchanged(event));
-    } else {
-      write(Unchanged(event));
-    }
-    return;
-  }
+  if (ec || !parsed.is_object()) return PassOn(Unchanged(event), write);  // not ours
   json::object& chunk = parsed.as_object();
   bool modified = false;
   if (options_.extra.routed_experts) {
@@ -103,11 +91,14 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
     final_chunk_ = std::move(chunk);
     return;
   }
-  std::string out = modified ? SseEvent(json::serialize(chunk)) : Unchanged(event);
+  PassOn(modified ? SseEvent(json::serialize(chunk)) : Unchanged(event), write);
+}
+
+void ResponseRewriter::PassOn(std::string event, const Write& write) {
   if (final_chunk_) {
-    after_final_.push_back(std::move(out));
+    after_final_.push_back(std::move(event));  // it goes out after the held final chunk
   } else {
-    write(std::move(out));
+    write(std::move(event));
   }
 }
 

@@ -59,6 +59,8 @@ class ResponseRewriter {
  private:
   void OnEvent(std::string_view event, const Write& write);
   void FlushFinal(bool complete, const Write& write);
+  // An event for the client: now, or after the final chunk while that one is held.
+  void PassOn(std::string event, const Write& write);
   boost::json::object Nvext(bool complete);
 
   // Whether an event (its text) may hold anything this rewriter reads or changes.

@@ -261,6 +261,7 @@ struct SortKey {
   }
 };
 
+// The case_sensitive and attribute arguments, at their positions for this filter.
 SortKey KeyArgs(List& args, Kwargs& kwargs, size_t case_index, size_t attribute_index) {
   const Value* cs = Arg(args, kwargs, case_index, "case_sensitive");
   return {Arg(args, kwargs, attribute_index, "attribute"), cs && cs->Truthy()};
@@ -295,8 +296,8 @@ Value DictSort(Heap& heap, Value v, List& args, Kwargs& kwargs) {
   if (by && by->Str() != "key" && by->Str() != "value") {
     Fail("You can only sort by either \"key\" or \"value\"");
   }
-  SortKey key = KeyArgs(args, kwargs, 0, 99);
-  key.attribute = &position;
+  const Value* cs = Arg(args, kwargs, 0, "case_sensitive");
+  const SortKey key{&position, cs && cs->Truthy()};
   SortBy(heap, items, key, reverse && reverse->Truthy());
   return heap.MakeList(std::move(items));
 }
@@ -399,11 +400,7 @@ Value GroupBy(Heap& heap, Value v, List& args, Kwargs& kwargs) {
 
 Value Center(Heap& heap, Value v, List& args, Kwargs&) {
   const int64_t width = args.empty() ? 80 : args[0].integer;
-  std::string s = v.Str();
-  const int64_t len = static_cast<int64_t>(CodePoints(s).size());
-  if (len >= width) return heap.MakeString(s);
-  const int64_t total = width - len, left = total / 2 + (total & width & 1);
-  return heap.MakeString(std::string(left, ' ') + s + std::string(total - left, ' '));
+  return heap.MakeString(JustifyText(v.Str(), width, " ", Justify::kCenter));
 }
 
 Value Batch(Heap& heap, Value v, List& args, Kwargs&) {

@@ -164,38 +164,11 @@ Value StrSwapCase(Heap& heap, const Value& self, List&, Kwargs&) {
 }
 
 // center / ljust / rjust(width, fillchar); zfill(width) keeps the sign first.
-enum class Justify { kCenter, kLeft, kRight, kZero };
 template <Justify kHow>
 Value StrJustify(Heap& heap, const Value& self, List& args, Kwargs&) {
-  const std::string_view s = self.text;
   const int64_t width = args.empty() ? 0 : args[0].integer;
-  const std::string fill = kHow == Justify::kZero ? "0"
-                           : args.size() > 1      ? std::string(args[1].text)
-                                                  : " ";
-  const int64_t length = static_cast<int64_t>(CodePoints(s).size());
-  if (width <= length) return self;
-  const int64_t total = width - length;
-  auto repeat = [&](int64_t n) {
-    std::string out;
-    for (int64_t i = 0; i < n; ++i) out += fill;
-    return out;
-  };
-  switch (kHow) {
-    case Justify::kCenter: {
-      const int64_t left = total / 2 + (total & width & 1);
-      return heap.MakeString(repeat(left) + std::string(s) + repeat(total - left));
-    }
-    case Justify::kLeft:
-      return heap.MakeString(std::string(s) + repeat(total));
-    case Justify::kRight:
-      return heap.MakeString(repeat(total) + std::string(s));
-    case Justify::kZero: {
-      const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
-      return heap.MakeString(std::string(s.substr(0, sign)) + repeat(total) +
-                             std::string(s.substr(sign)));
-    }
-  }
-  return self;
+  const std::string_view fill = kHow == Justify::kZero ? "0" : args.size() > 1 ? args[1].text : " ";
+  return heap.MakeString(JustifyText(self.text, width, fill, kHow));
 }
 
 // partition / rpartition: (head, sep, tail) around the first / last `sep`.

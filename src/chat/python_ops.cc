@@ -140,6 +140,33 @@ List Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_rig
   return out;
 }
 
+std::string JustifyText(std::string_view s, int64_t width, std::string_view fill, Justify how) {
+  const int64_t length = static_cast<int64_t>(CodePoints(s).size());
+  if (width <= length) return std::string(s);
+  const int64_t total = width - length;
+  auto repeat = [&](int64_t n) {
+    std::string out;
+    for (int64_t i = 0; i < n; ++i) out += fill;
+    return out;
+  };
+  switch (how) {
+    case Justify::kCenter: {
+      // Python puts the odd character left when the width is odd as well.
+      const int64_t left = total / 2 + (total & width & 1);
+      return repeat(left) + std::string(s) + repeat(total - left);
+    }
+    case Justify::kLeft:
+      return std::string(s) + repeat(total);
+    case Justify::kRight:
+      return repeat(total) + std::string(s);
+    case Justify::kZero: {
+      const size_t sign = !s.empty() && (s[0] == '+' || s[0] == '-') ? 1 : 0;
+      return std::string(s.substr(0, sign)) + repeat(total) + std::string(s.substr(sign));
+    }
+  }
+  return std::string(s);
+}
+
 std::string JinjaTitle(std::string_view s) {
   std::string out;
   bool word_start = true;

@@ -49,7 +49,11 @@ std::string MapCase(std::string_view s, bool upper);  // str.upper / str.lower
 List Split(std::string_view s, const Value* sep, int64_t maxsplit, bool from_right);
 std::string Replace(std::string_view s, std::string_view from, std::string_view to, int64_t count);
 std::string Capitalize(std::string_view s);
-std::string Title(std::string_view s);       // str.title: after any uncased character
+std::string Title(std::string_view s);  // str.title: after any uncased character
+// str.center / ljust / rjust(width, fill) and zfill(width) (kZero: '0's after the sign):
+// `s` padded with `fill` to `width` code points; as it is when already that wide.
+enum class Justify { kCenter, kLeft, kRight, kZero };
+std::string JustifyText(std::string_view s, int64_t width, std::string_view fill, Justify how);
 std::string JinjaTitle(std::string_view s);  // the title filter: after whitespace - ( { [ <
 // Python's `format % args`, or `format % mapping` when `mapping` (a dict) is given.
 std::string PercentFormat(std::string_view format, const List& args, const Value* mapping);
