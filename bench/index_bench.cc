@@ -157,7 +157,7 @@ void MatchLatency(benchmark::State& state) {
         std::vector<wire::OutEvent> events;
         for (const wire::Event& e : c.batches[i].second.events) {
           auto h = c.batches[i].second.BlockHashes(e);
-          events.push_back(wire::RemovedBlocks{{h.begin(), h.end()}, wire::Tier::kDevice});
+          events.push_back(wire::RemovedBlocks{{h.begin(), h.end()}, wire::Tier::kDevice, {}});
         }
         wire::DecodedBatch b;
         (void)wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, events, {}), b);

@@ -38,12 +38,18 @@ json::object EventJson(const wire::DecodedBatch& batch, const wire::Event& e) {
       const auto lora = batch.LoraName(e);
       o["lora_name"] = lora ? json::value(json::string(*lora)) : json::value(nullptr);
       o["is_eagle"] = e.is_eagle;
+      if (e.has_cache_salt) o["cache_salt"] = batch.CacheSalt(e);  // beyond §3: only when sent
       break;
     }
     case wire::EventKind::kRemoved:
       o["event"] = "removed";
       o["block_hashes"] = HashArray(batch.BlockHashes(e));
       o["medium"] = wire::TierName(e.medium);
+      if (e.has_copy_counts) {
+        json::array counts;
+        for (uint32_t c : batch.RemainingCopyCounts(e)) counts.emplace_back(c);
+        o["remaining_copy_counts"] = std::move(counts);
+      }
       break;
     case wire::EventKind::kCleared:
       o["event"] = "cleared";

@@ -70,6 +70,9 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   CounterFamily skipped{"kvgate_kv_stores_skipped_total",
                         "Stored events not applied, by reason.",
                         {"worker", "reason"}};
+  CounterFamily removals_kept{"kvgate_kv_removals_kept_total",
+                              "Removed block hashes that left the block in the index, by reason.",
+                              {"worker", "reason"}};
   for (const auto& [worker, st] : s.subscriber.Stats()) {
     const LabelValues w{std::to_string(worker)};
     batches.Add(w, static_cast<double>(st.stream.batches));
@@ -82,9 +85,11 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
     skipped.Add({w[0], "unknown_parent"}, static_cast<double>(st.apply.unknown_parent));
     skipped.Add({w[0], "block_size_mismatch"}, static_cast<double>(st.apply.block_size_mismatch));
     skipped.Add({w[0], "token_count_mismatch"}, static_cast<double>(st.apply.token_count_mismatch));
+    removals_kept.Add({w[0], "unknown_block"}, static_cast<double>(st.apply.unknown_removal));
+    removals_kept.Add({w[0], "copy_remains"}, static_cast<double>(st.apply.copies_removed));
   }
   for (const CounterFamily* f :
-       {&batches, &invalid, &bad, &gaps, &replays, &lost, &restarts, &skipped}) {
+       {&batches, &invalid, &bad, &gaps, &replays, &lost, &restarts, &skipped, &removals_kept}) {
     f->Render(out);
   }
   const kv::IndexStats stats = s.index.Stats();

@@ -97,7 +97,10 @@ void PrefixIndex::ApplyBatch(WorkerKey worker, const wire::DecodedBatch& batch, 
     wb.map_capacity = wb.engine_to_seq.capacity();
     lock.unlock();
     // A removed block's map entry goes once the node no longer lists it.
-    for (uint64_t engine_hash : unmapped_) wb.engine_to_seq.erase(engine_hash);
+    for (uint64_t engine_hash : unmapped_) {
+      wb.engine_to_seq.erase(engine_hash);
+      if (!wb.salt_of.empty()) wb.salt_of.erase(engine_hash);
+    }
   }
 }
 
@@ -116,6 +119,9 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
   const WorkerBlocks& wb = slots_[slot];
   uint64_t key = 0;
   bool chained = false;
+  // The seed is additive (docs/design.md §4): the salt's term is kept apart so that a
+  // chain's later stores, which do not name the salt, inherit it from their parent.
+  salt_scratch_ = BlockHashSeed({}, batch.CacheSalt(e)) - kDefaultSeed;
   if (e.has_parent) {
     auto parent = wb.engine_to_seq.find(e.parent_hash);
     if (parent == wb.engine_to_seq.end()) {
@@ -124,9 +130,13 @@ bool PrefixIndex::StoredKeys(uint32_t slot, const wire::DecodedBatch& batch, con
     }
     key = parent->second;
     chained = true;
+    if (!e.has_cache_salt && !wb.salt_of.empty()) {
+      auto salt = wb.salt_of.find(e.parent_hash);
+      if (salt != wb.salt_of.end()) salt_scratch_ = salt->second;
+    }
   }
   const auto name = batch.LoraName(e);
-  const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{}, batch.CacheSalt(e));
+  const uint64_t seed = BlockHashSeed(name ? *name : std::string_view{}) + salt_scratch_;
   local_scratch_.clear();
   AppendLocalBlockHashes(tokens, block_size_, seed, e.is_eagle, local_scratch_);
   if (e.is_eagle && !has_eagle_blocks()) has_eagle_blocks_.store(true, std::memory_order_relaxed);
@@ -152,9 +162,24 @@ void PrefixIndex::MapStored(uint32_t slot, const wire::DecodedBatch& batch, cons
       // The engine reused a hash for other content: the old block is gone.
       displaced = it->second;
       it->second = key;
+      wb.extra_copies.erase({engine_hashes[i], static_cast<uint8_t>(e.medium)});
+    } else if (!inserted && (TiersHeld(key, slot) & TierBit(e.medium)) != 0) {
+      ++wb.extra_copies[{engine_hashes[i], static_cast<uint8_t>(e.medium)}];  // another copy
+    }
+    if (salt_scratch_ != 0) {
+      wb.salt_of[engine_hashes[i]] = salt_scratch_;
+    } else if (!wb.salt_of.empty()) {
+      wb.salt_of.erase(engine_hashes[i]);
     }
     node_ops_.push_back({key, displaced});
   }
+}
+
+uint32_t PrefixIndex::TiersHeld(uint64_t key, uint32_t slot) const {
+  for (uint32_t word : nodes_.Find(key)) {
+    if ((word >> kTierBits) == slot) return word & kTierMask;
+  }
+  return 0;
 }
 
 void PrefixIndex::AttachStored(uint32_t slot, const wire::Event& e) {
@@ -167,13 +192,37 @@ void PrefixIndex::AttachStored(uint32_t slot, const wire::Event& e) {
 
 void PrefixIndex::MapRemoved(uint32_t slot, const wire::DecodedBatch& batch, const wire::Event& e,
                              ApplyStats& stats) {
-  const WorkerBlocks& wb = slots_[slot];
+  WorkerBlocks& wb = slots_[slot];
   node_ops_.clear();
-  for (uint64_t engine_hash : batch.BlockHashes(e)) {
+  const auto engine_hashes = batch.BlockHashes(e);
+  const auto copies_left = batch.RemainingCopyCounts(e);  // empty unless the engine sent them
+  for (size_t i = 0; i < engine_hashes.size(); ++i) {
+    const uint64_t engine_hash = engine_hashes[i];
     auto it = wb.engine_to_seq.find(engine_hash);
     if (it == wb.engine_to_seq.end()) {
       ++stats.unknown_removal;
       continue;
+    }
+    // One copy of several went: the block stays. The engine's own count wins over ours.
+    const std::pair<uint64_t, uint8_t> copy_key{engine_hash, static_cast<uint8_t>(e.medium)};
+    if (!copies_left.empty()) {
+      if (copies_left[i] > 0) {
+        if (copies_left[i] > 1) {
+          wb.extra_copies[copy_key] = copies_left[i] - 1;
+        } else {
+          wb.extra_copies.erase(copy_key);
+        }
+        ++stats.copies_removed;
+        continue;
+      }
+      wb.extra_copies.erase(copy_key);
+    } else if (!wb.extra_copies.empty()) {
+      auto copies = wb.extra_copies.find(copy_key);
+      if (copies != wb.extra_copies.end()) {
+        if (--copies->second == 0) wb.extra_copies.erase(copies);
+        ++stats.copies_removed;
+        continue;
+      }
     }
     node_ops_.push_back({it->second, 0, engine_hash});
   }
@@ -195,6 +244,8 @@ void PrefixIndex::ClearSlot(uint32_t slot) {
   for (auto it = wb.engine_to_seq.begin(); it != wb.engine_to_seq.end();) {
     wb.engine_to_seq.erase(it++);
   }
+  wb.salt_of.clear();
+  wb.extra_copies.clear();
 }
 
 void PrefixIndex::ClearWorker(WorkerKey worker) {

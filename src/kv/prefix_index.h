@@ -54,6 +54,7 @@ struct ApplyStats {
   uint64_t block_size_mismatch = 0;   // stores skipped: engine block size != index block size
   uint64_t token_count_mismatch = 0;  // stores skipped: token ids do not fill the blocks
   uint64_t unknown_removal = 0;       // removed hashes this worker never stored (ignored)
+  uint64_t copies_removed = 0;        // removals of one copy of a block still held in another
 };
 
 struct IndexStats {
@@ -98,6 +99,13 @@ class PrefixIndex {
     // never look at it); map_capacity is what Stats reads, updated under the lock.
     absl::flat_hash_map<uint64_t, uint64_t> engine_to_seq;
     size_t map_capacity = 0;
+    // Engine hash -> its chain's cache-salt term of the seed, for salted chains only: vLLM
+    // names the salt in a chain's first block, and the blocks stored later under it are
+    // seeded by it all the same.
+    absl::flat_hash_map<uint64_t, uint64_t> salt_of;
+    // (engine hash, tier) -> copies held beyond the first. Engines can hold two physical
+    // copies of one block (two requests computed it at once), storing and removing each.
+    absl::flat_hash_map<std::pair<uint64_t, uint8_t>, uint32_t> extra_copies;
   };
 
   uint32_t SlotFor(WorkerKey worker);
@@ -112,6 +120,7 @@ class PrefixIndex {
                   ApplyStats& stats);
   void DetachRemoved(uint32_t slot, const wire::Event& e, ApplyStats& stats);  // locked
   void ClearSlot(uint32_t slot);
+  uint32_t TiersHeld(uint64_t key, uint32_t slot) const;  // slot's tier bits on node key
 
   const uint32_t block_size_;
   std::atomic<bool> has_eagle_blocks_{false};  // set by the writer, never cleared
@@ -127,6 +136,7 @@ class PrefixIndex {
     uint64_t engine_hash = 0;  // removal: the engine hash that named `key`
   };
   std::vector<uint64_t> local_scratch_;  // a store's node keys
+  uint64_t salt_scratch_ = 0;            // a store's cache-salt seed term (0: unsalted)
   std::vector<NodeOp> node_ops_;
   std::vector<uint64_t> unmapped_;  // engine hashes whose last tier went
 };

@@ -53,11 +53,12 @@ void BlockPool::Evict(uint32_t id) {
       return;
     }
   }
-  events_.push_back(wire::RemovedBlocks{{b.hash}, wire::Tier::kDevice});
+  events_.push_back(wire::RemovedBlocks{{b.hash}, wire::Tier::kDevice, {}});
 }
 
 void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64_t> parent,
-                       std::span<const uint32_t> tokens, std::string_view lora_name) {
+                       std::span<const uint32_t> tokens, std::string_view lora_name,
+                       std::string_view cache_salt) {
   Block& b = blocks_[id];
   assert(b.refs > 0 && !b.cached);
   // Another sequence may have computed the same content meanwhile: keep the first copy
@@ -68,7 +69,8 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
   if (!events_.empty()) {
     auto* stored = std::get_if<wire::StoredBlocks>(&events_.back());
     if (stored != nullptr && parent && stored->block_hashes.back() == *parent &&
-        stored->lora_name.value_or("") == lora_name) {
+        stored->lora_name.value_or("") == lora_name &&
+        stored->cache_salt.value_or("") == cache_salt) {
       stored->block_hashes.push_back(sequence_hash);
       // EAGLE windows overlap by one token: the event already ends with this block's first.
       stored->token_ids.insert(stored->token_ids.end(), tokens.begin() + (eagle_ ? 1 : 0),
@@ -83,6 +85,7 @@ void BlockPool::Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64
   s.block_size = block_size_;
   s.bigram = eagle_;
   if (!lora_name.empty()) s.lora_name = std::string(lora_name);
+  if (!cache_salt.empty()) s.cache_salt = std::string(cache_salt);
   events_.push_back(std::move(s));
 }
 

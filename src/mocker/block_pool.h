@@ -36,9 +36,10 @@ class BlockPool {
   std::optional<uint32_t> Allocate();
   // Block `id` now holds full content `tokens` (one more with `eagle`) with this hash: cache it and
   // record a BlockStored event (parent: the previous block's hash; nullopt at a sequence's start;
-  // `lora_name`, when not empty, names the adapter whose KV it is, as vLLM reports it).
+  // `lora_name` and `cache_salt`, when not empty, are the request's, as engines report them).
   void Commit(uint32_t id, uint64_t sequence_hash, std::optional<uint64_t> parent,
-              std::span<const uint32_t> tokens, std::string_view lora_name = {});
+              std::span<const uint32_t> tokens, std::string_view lora_name = {},
+              std::string_view cache_salt = {});
   void Release(uint32_t id);
   // Drops every cached block (referenced blocks stay allocated) and records AllBlocksCleared.
   void ClearCache();

@@ -14,6 +14,7 @@ struct Engine::Sequence {
   uint32_t generated = 0;
   uint64_t seed = kv::kDefaultSeed;
   std::string lora_name;
+  std::string cache_salt;
   uint64_t prompt_hash = 0;
   std::vector<uint64_t> hashes;  // sequence hashes of the full blocks of `tokens`
   std::vector<uint32_t> blocks;  // KV blocks backing tokens [0, computed)
@@ -57,8 +58,9 @@ bool Engine::Submit(EngineRequest request) {
   seq->id = request.id;
   seq->tokens = std::move(request.prompt);
   seq->max_tokens = std::max<uint32_t>(1, request.max_tokens);
-  seq->seed = kv::BlockHashSeed(request.lora_name);
+  seq->seed = kv::BlockHashSeed(request.lora_name, request.cache_salt);
   seq->lora_name = std::move(request.lora_name);
+  seq->cache_salt = std::move(request.cache_salt);
   seq->prompt_hash = XXH3_64bits(seq->tokens.data(), seq->tokens.size() * sizeof(uint32_t));
   waiting_.push_back(std::move(seq));
   return true;
@@ -113,7 +115,7 @@ void Engine::CommitFullBlocks(Sequence& seq) {
     pool_.Commit(seq.blocks[i], seq.hashes[i], parent,
                  std::span(seq.tokens)
                      .subspan(i * config_.block_size, config_.block_size + (config_.eagle ? 1 : 0)),
-                 seq.lora_name);
+                 seq.lora_name, seq.cache_salt);
   }
   seq.committed = full;
 }

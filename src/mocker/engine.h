@@ -31,7 +31,8 @@ struct EngineRequest {
   uint64_t id = 0;
   std::vector<uint32_t> prompt;
   uint32_t max_tokens = 16;
-  std::string lora_name;  // changes the block hash seed, as the engine's would
+  std::string lora_name;   // changes the block hash seed, as the engine's would
+  std::string cache_salt;  // so does the request's cache_salt
 };
 
 // What a step produced, visible to clients when the step ends.

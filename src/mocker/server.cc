@@ -81,6 +81,7 @@ struct MockerServer::Impl {
     bool want_experts = false;
     uint32_t experts_start = 0;
     std::string model;
+    std::string cache_salt;
     int64_t created = 0;
     Clock::time_point due;
     size_t sent_chars = 0;  // streamed text so far (with a tokenizer)
@@ -184,6 +185,7 @@ struct MockerServer::Impl {
     p.want_experts = options.return_routed_experts || request.extra.routed_experts;
     p.experts_start = NonNegativeInt(o, engines::TraitsOf(options.kind).experts_start_field);
     p.max_tokens = request.max_tokens.value_or(16);
+    p.cache_salt = request.cache_salt;
     p.prompt = std::move(request.prompt);
     const size_t blocks = (p.prompt.size() + p.max_tokens + options.engine.block_size - 1) /
                           options.engine.block_size;
@@ -287,7 +289,8 @@ struct MockerServer::Impl {
         Pending p = std::move(delayed.front());
         delayed.pop_front();
         // A model other than the one served names a LoRA adapter, as in vLLM.
-        engine.Submit({p.id, p.prompt, p.max_tokens, p.model == options.model ? "" : p.model});
+        engine.Submit(
+            {p.id, p.prompt, p.max_tokens, p.model == options.model ? "" : p.model, p.cache_salt});
         prompt_tokens_total += p.prompt.size();
         active.emplace(p.id, std::move(p));
       }

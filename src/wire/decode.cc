@@ -26,6 +26,7 @@ enum class Field : uint8_t {
   kExtraKeys,
   kGroupIdx,
   kSpecKind,
+  kCopyCounts,
 };
 
 enum class Tag : uint8_t { kNone, kStored, kRemoved, kCleared };
@@ -36,7 +37,8 @@ constexpr Field kStoredLayout[] = {Field::kBlockHashes, Field::kParentHash, Fiel
                                    Field::kBlockSize,   Field::kSkip,       Field::kMedium,
                                    Field::kLoraName,    Field::kExtraKeys,  Field::kGroupIdx,
                                    Field::kSpecKind,    Field::kSkip};
-constexpr Field kRemovedLayout[] = {Field::kBlockHashes, Field::kMedium, Field::kGroupIdx};
+constexpr Field kRemovedLayout[] = {Field::kBlockHashes, Field::kMedium, Field::kGroupIdx,
+                                    Field::kCopyCounts};
 
 Field FieldNamed(std::string_view key) {
   if (key == "type") return Field::kType;
@@ -49,6 +51,7 @@ Field FieldNamed(std::string_view key) {
   if (key == "extra_keys") return Field::kExtraKeys;
   if (key == "group_idx") return Field::kGroupIdx;
   if (key == "kv_cache_spec_kind") return Field::kSpecKind;
+  if (key == "remaining_copy_counts") return Field::kCopyCounts;
   return Field::kSkip;
 }
 
@@ -186,7 +189,7 @@ class BatchDecoder {
   bool DecodeEvent(uint32_t index) {
     const size_t start = r_.offset();
     const Rollback rollback{out_.hashes.size(), out_.tokens.size(), out_.text.size(),
-                            out_.extra_keys.size()};
+                            out_.extra_keys.size(), out_.copy_counts.size()};
     Event& e = out_.events.emplace_back();
     e.index = index;
     e.extra_keys.offset = static_cast<uint32_t>(out_.extra_keys.size());
@@ -223,13 +226,14 @@ class BatchDecoder {
   }
 
   struct Rollback {
-    size_t hashes, tokens, text, extra_keys;
+    size_t hashes, tokens, text, extra_keys, copy_counts;
   };
   void Reset(Event& e, const Rollback& rb, EventKind kind, std::string message) {
     out_.hashes.resize(rb.hashes);
     out_.tokens.resize(rb.tokens);
     out_.text.resize(rb.text);
     out_.extra_keys.resize(rb.extra_keys);
+    out_.copy_counts.resize(rb.copy_counts);
     const uint32_t index = e.index;
     e = Event{};
     e.kind = kind;
@@ -267,7 +271,29 @@ class BatchDecoder {
     } else {
       return Fail(fmt::format("event is {}, expected an array or map", TypeName(r_.Peek())));
     }
-    return Validate(positional, n);
+    return Validate(positional, n) && Complete(e);
+  }
+
+  // What only the whole event tells: fields that must agree, and vLLM's cache salt.
+  bool Complete(Event& e) {
+    if (e.has_copy_counts && e.remaining_copy_counts.size != e.block_hashes.size) {
+      return Fail(fmt::format("remaining_copy_counts has {} entries for {} block_hashes",
+                              e.remaining_copy_counts.size, e.block_hashes.size));
+    }
+    // vLLM keys the first block of a salted request by (lora name, media ids..., salt): the
+    // salt is the last string there, at the root of a chain. (A root block holding media but
+    // no salt takes its last media id as the salt; harmless: kvgate never routes on blocks
+    // past a request's first media part.)
+    if (tag_ == Tag::kStored && !e.has_cache_salt && !e.has_parent && e.extra_keys.size > 0) {
+      const Slice last = out_.extra_keys[e.extra_keys.offset + e.extra_keys.size - 1];
+      const bool lora_only =
+          e.extra_keys.size == 1 && e.has_lora_name && out_.Text(last) == out_.Text(e.lora_name);
+      if (!lora_only) {
+        e.has_cache_salt = true;
+        e.cache_salt = last;
+      }
+    }
+    return true;
   }
 
   bool Validate(bool positional, uint32_t fields) {
@@ -342,6 +368,8 @@ class BatchDecoder {
       }
       case Field::kExtraKeys:
         return ReadExtraKeys(e);
+      case Field::kCopyCounts:
+        return ReadCopyCounts(e);
       case Field::kGroupIdx: {
         uint64_t v = 0;
         bool negative = false;
@@ -513,7 +541,12 @@ class BatchDecoder {
     return true;
   }
 
+  // extra_keys: one entry per block (a tuple or nil). Only the first block's string leaves
+  // are kept (they carry vLLM's cache salt); the other blocks' entries are read past.
   bool ReadExtraKeys(Event& e) {
+    uint32_t blocks;
+    if (!r_.ReadArrayHeader(&blocks)) return r_.Skip() || Fail("truncated extra_keys");
+    if (blocks == 0) return true;
     uint64_t pending = 1;
     while (pending > 0) {
       --pending;
@@ -530,6 +563,27 @@ class BatchDecoder {
         return Fail("truncated extra_keys");
       }
     }
+    for (uint32_t i = 1; i < blocks; ++i) {
+      if (!r_.Skip()) return Fail("truncated extra_keys");
+    }
+    return true;
+  }
+
+  bool ReadCopyCounts(Event& e) {
+    if (r_.ReadNil()) return true;
+    uint32_t n;
+    if (!r_.ReadArrayHeader(&n)) return Fail(Is("remaining_copy_counts"));
+    e.has_copy_counts = true;
+    e.remaining_copy_counts.offset = static_cast<uint32_t>(out_.copy_counts.size());
+    for (uint32_t i = 0; i < n; ++i) {
+      uint64_t v = 0;
+      bool negative = false;
+      if (!r_.ReadInteger(&v, &negative) || negative || v > UINT32_MAX) {
+        return Fail(fmt::format("remaining_copy_counts[{}] is not a count", i));
+      }
+      out_.copy_counts.push_back(static_cast<uint32_t>(v));
+    }
+    e.remaining_copy_counts.size = n;
     return true;
   }
 

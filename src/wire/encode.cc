@@ -14,11 +14,13 @@ class EventWriter {
   void operator()(const StoredBlocks& e) {
     const bool positional = options_.format != EventFormat::kVllmMap;
     const bool metadata = e.cache_salt && options_.format == EventFormat::kSglang;
+    const bool salted_keys =
+        e.cache_salt && options_.format != EventFormat::kSglang && !e.parent_hash;
     if (positional) {
-      pk_.pack_array(e.lora_name || metadata ? 8 : 7);
+      pk_.pack_array(salted_keys ? 9 : e.lora_name || metadata ? 8 : 7);
       pk_.pack("BlockStored");
     } else {
-      pk_.pack_map(e.lora_name ? 8 : 7);
+      pk_.pack_map(salted_keys ? 9 : e.lora_name ? 8 : 7);
       Key("type");
       pk_.pack("BlockStored");
       Key("block_hashes");
@@ -42,27 +44,48 @@ class EventWriter {
       pk_.pack_map(1);
       Key("cache_salt");
       pk_.pack(*e.cache_salt);
-    } else if (e.lora_name) {
+    } else if (e.lora_name || salted_keys) {
       if (!positional) Key("lora_name");
-      pk_.pack(*e.lora_name);
+      if (e.lora_name) {
+        pk_.pack(*e.lora_name);
+      } else {
+        pk_.pack_nil();
+      }
+    }
+    if (salted_keys) {  // vLLM: (lora name, media ids..., salt) for the first block, nil after
+      if (!positional) Key("extra_keys");
+      pk_.pack_array(static_cast<uint32_t>(e.block_hashes.size()));
+      pk_.pack_array(e.lora_name ? 2 : 1);
+      if (e.lora_name) pk_.pack(*e.lora_name);
+      pk_.pack(*e.cache_salt);
+      for (size_t i = 1; i < e.block_hashes.size(); ++i) pk_.pack_nil();
     }
   }
 
   void operator()(const RemovedBlocks& e) {
+    const bool counts = !e.remaining_copy_counts.empty();
     if (options_.format != EventFormat::kVllmMap) {
-      pk_.pack_array(3);
+      pk_.pack_array(counts ? 5 : 3);
       pk_.pack("BlockRemoved");
       Hashes(e.block_hashes);
       pk_.pack(MediumName(e.medium));
+      if (counts) {
+        pk_.pack_nil();  // group_idx
+        pk_.pack(e.remaining_copy_counts);
+      }
       return;
     }
-    pk_.pack_map(3);
+    pk_.pack_map(counts ? 4 : 3);
     Key("type");
     pk_.pack("BlockRemoved");
     Key("block_hashes");
     Hashes(e.block_hashes);
     Key("medium");
     pk_.pack(MediumName(e.medium));
+    if (counts) {
+      Key("remaining_copy_counts");
+      pk_.pack(e.remaining_copy_counts);
+    }
   }
 
   void operator()(const UnknownEvent& e) {

@@ -23,13 +23,15 @@ struct StoredBlocks {
   uint32_t block_size = 16;
   Tier medium = Tier::kDevice;
   std::optional<std::string> lora_name;
-  // SGLang only: written as its metadata map ({"cache_salt": ...}) where lora_name goes.
+  // The request's salt, as engines write it: SGLang in its metadata map where lora_name
+  // goes (every store); vLLM in the first block's extra_keys (stores without a parent).
   std::optional<std::string> cache_salt;
   bool bigram = false;  // write token_ids as EAGLE bigram pairs
 };
 struct RemovedBlocks {
   std::vector<uint64_t> block_hashes;
   Tier medium = Tier::kDevice;
+  std::vector<uint32_t> remaining_copy_counts;  // vLLM's, per hash; empty: not sent
 };
 struct AllCleared {};
 // An event of a type no engine sends, for fault injection (subscribers must skip it alone).

@@ -24,6 +24,7 @@ void DecodedBatch::Clear() {
   tokens.clear();
   text.clear();
   extra_keys.clear();
+  copy_counts.clear();
 }
 
 }  // namespace kvgate::wire

@@ -37,18 +37,20 @@ struct Event {
   bool is_eagle = false;    // token ids came as bigram pairs (EAGLE)
   bool has_parent = false;  // parent_block_hash was present and not nil
   bool has_lora_name = false;
-  bool has_cache_salt = false;  // SGLang's metadata map named a salt (not nil)
-  bool unknown_medium = false;  // medium string not recognised (treated as device)
-  uint32_t index = 0;           // position in the batch's event array
+  bool has_cache_salt = false;   // SGLang's metadata map or vLLM's first-block keys name a salt
+  bool has_copy_counts = false;  // removal: remaining_copy_counts was sent
+  bool unknown_medium = false;   // medium string not recognised (treated as device)
+  uint32_t index = 0;            // position in the batch's event array
   uint32_t block_size = 0;
   uint32_t group_idx = 0;
   uint64_t parent_hash = 0;
-  Slice block_hashes;   // into DecodedBatch::hashes
-  Slice token_ids;      // into DecodedBatch::tokens
-  Slice lora_name;      // into DecodedBatch::text
-  Slice cache_salt;     // into DecodedBatch::text
-  Slice extra_keys;     // into DecodedBatch::extra_keys: string leaves, in order
-  std::string message;  // kInvalid: the error; kDropped: the reason
+  Slice block_hashes;           // into DecodedBatch::hashes
+  Slice token_ids;              // into DecodedBatch::tokens
+  Slice lora_name;              // into DecodedBatch::text
+  Slice cache_salt;             // into DecodedBatch::text
+  Slice extra_keys;             // into DecodedBatch::extra_keys: the first block's string leaves
+  Slice remaining_copy_counts;  // into DecodedBatch::copy_counts: copies left per removed hash
+  std::string message;          // kInvalid: the error; kDropped: the reason
 };
 
 // One decoded EventBatch. Reuse one object across Decode() calls: Clear() keeps capacity.
@@ -60,6 +62,7 @@ struct DecodedBatch {
   std::vector<uint32_t> tokens;
   std::string text;
   std::vector<Slice> extra_keys;  // each a slice of `text`
+  std::vector<uint32_t> copy_counts;
 
   void Clear();
   std::span<const uint64_t> BlockHashes(const Event& e) const {
@@ -72,6 +75,10 @@ struct DecodedBatch {
   std::optional<std::string_view> LoraName(const Event& e) const {
     if (!e.has_lora_name) return std::nullopt;
     return Text(e.lora_name);
+  }
+  std::span<const uint32_t> RemainingCopyCounts(const Event& e) const {
+    if (!e.has_copy_counts) return {};
+    return {copy_counts.data() + e.remaining_copy_counts.offset, e.remaining_copy_counts.size};
   }
   std::string_view CacheSalt(const Event& e) const {
     return e.has_cache_salt ? Text(e.cache_salt) : std::string_view{};

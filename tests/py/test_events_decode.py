@@ -168,6 +168,28 @@ class DecodeTest(unittest.TestCase):
                 self.assertEqual(line["index"], i)
                 self.assertTrue(line["error"])
 
+    def test_vllm_salt_in_extra_keys_and_copy_counts(self):
+        # vLLM: BlockStored.extra_keys is one tuple (or None) per block; a salted request's
+        # first block has (lora_name?, mm ids..., cache_salt). BlockRemoved may carry
+        # remaining_copy_counts, one per hash.
+        tokens = list(range(32))
+        salted = stored([1, 2], None, tokens, 16, lora_name="ad",
+                        extra_keys=[("ad", "mm-hash", "salt-1"), None])
+        lora_only = stored([3, 4], None, tokens, 16, lora_name="ad", extra_keys=[("ad",), None])
+        child = stored([5], 2, tokens[:16], 16, extra_keys=[("not-a-root",)])
+        removed = ["BlockRemoved", [1, 2], "GPU", 0, [1, 0]]
+        bad = {"type": "BlockRemoved", "block_hashes": [1, 2], "medium": "GPU",
+               "remaining_copy_counts": [1]}
+        lines = decode([1.0, [salted, lora_only, child, removed, bad], 0])
+        self.assertEqual(lines[1], {**expect_stored([1, 2], None, tokens, 16, lora_name="ad"),
+                                    "cache_salt": "salt-1"})
+        self.assertEqual(lines[2], expect_stored([3, 4], None, tokens, 16, lora_name="ad"))
+        self.assertEqual(lines[3], expect_stored([5], 2, tokens[:16], 16))
+        self.assertEqual(lines[4], {"event": "removed", "block_hashes": [1, 2],
+                                    "medium": "device", "remaining_copy_counts": [1, 0]})
+        self.assertEqual(lines[5]["event"], "invalid")
+        self.assertIn("remaining_copy_counts", lines[5]["error"])
+
     def test_not_an_event_batch(self):
         for payload in [b"", b"\xc1", msgpack.packb(5), msgpack.packb([1]),
                         msgpack.packb([0, 5]), msgpack.packb({"ts": 1}),

@@ -375,6 +375,48 @@ class GatewayTest(unittest.TestCase):
             for m in mockers:
                 m.close()
 
+    def test_cache_salt_is_its_own_namespace_on_every_engine(self):
+        # vLLM names the salt in a chain's first block's extra_keys (map and positional
+        # forms), SGLang in its metadata map; the chain's later stores name none.
+        for engine, fmt in [("vllm", "vllm-map"), ("vllm", "vllm-positional"),
+                            ("sglang", "sglang")]:
+            with self.subTest(event_format=fmt):
+                mockers = [Mocker("--engine", engine, "--event-format", fmt) for _ in range(2)]
+                gw = Gateway(config={"workers": [worker_config(m, engine) for m in mockers]})
+                try:
+                    asks = {"extra_fields": ["worker_id", "cached_blocks"]}
+                    head, tail = text_prompt("salt", 200), text_prompt("more", 210)
+
+                    def ask(prompt, salt=None):
+                        body = {"prompt": prompt, "max_tokens": 2, "nvext": asks}
+                        if salt is not None:
+                            body["cache_salt"] = salt
+                        _, r = gw.post("/v1/completions", body)
+                        return r["nvext"], cached_tokens(r["usage"])
+
+                    first, _ = ask(head, "tenant-a")
+                    gw.wait_metric("kvgate_index_size", lambda v: v >= 200 // BLOCK,
+                                   what="blocks")
+                    longer, served = ask(head + tail, "tenant-a")  # stores a continuation
+                    self.assertEqual(longer["worker_id"], first["worker_id"])
+                    self.assertEqual(longer["cached_blocks"], 200 // BLOCK)
+                    self.assertEqual(served, 200 // BLOCK * BLOCK)
+                    gw.wait_metric("kvgate_index_size", lambda v: v >= 410 // BLOCK,
+                                   what="blocks")
+                    again, served = ask(head + tail, "tenant-a")
+                    self.assertEqual(again["worker_id"], first["worker_id"])
+                    self.assertEqual(again["cached_blocks"], 410 // BLOCK)
+                    self.assertEqual(served, again["cached_blocks"] * BLOCK)
+                    # Neither an unsalted request nor another salt shares the tenant's KV.
+                    for salt in [None, "tenant-b"]:
+                        other, served = ask(head + tail, salt)
+                        self.assertEqual(other["cached_blocks"], 0, salt)
+                        self.assertEqual(served, 0, salt)
+                finally:
+                    gw.close()
+                    for m in mockers:
+                        m.close()
+
     def test_eagle_worker_blocks_are_matched(self):
         """An EAGLE engine hashes each block over one token more; once such a worker has
         published blocks, kvgate hashes requests that way too and predicts its hits."""

@@ -330,5 +330,93 @@ TEST(Decode, DeepNestingInIgnoredFieldsIsSkipped) {
   EXPECT_EQ(b.events[0].kind, EventKind::kStored);
 }
 
+// vLLM's BlockStored.extra_keys: one tuple (or nil) per block; a salted request's first
+// block ends with its salt. Built field by field as msgspec writes the map form.
+TEST(Decode, VllmExtraKeysNameTheSaltOfAChainRoot) {
+  auto stored = [](MsgpackBuilder& m, bool root, bool lora, std::vector<std::string> first) {
+    m.pk.pack_map(root ? 8 : 9);
+    m.pk.pack("type");
+    m.pk.pack("BlockStored");
+    m.pk.pack("block_hashes");
+    m.pk.pack(std::vector<int>{1, 2});
+    m.pk.pack("token_ids");
+    m.pk.pack(std::vector<int>{1, 2, 3, 4});
+    m.pk.pack("block_size");
+    m.pk.pack(2);
+    m.pk.pack("lora_id");
+    m.pk.pack_nil();
+    m.pk.pack("medium");
+    m.pk.pack("GPU");
+    m.pk.pack("lora_name");
+    if (lora) {
+      m.pk.pack("ad");
+    } else {
+      m.pk.pack_nil();
+    }
+    if (!root) {
+      m.pk.pack("parent_block_hash");
+      m.pk.pack(9);
+    }
+    m.pk.pack("extra_keys");
+    m.pk.pack_array(2);
+    m.pk.pack(first);
+    m.pk.pack_array(1);
+    m.pk.pack("second-block-key");
+  };
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(1.0);
+  m.pk.pack_array(4);
+  stored(m, true, true, {"ad", "media-1", "the-salt"});
+  stored(m, true, true, {"ad"});        // LoRA alone: no salt
+  stored(m, false, false, {"x-salt"});  // not a chain root: the salt is the parent's business
+  stored(m, true, false, {});
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  ASSERT_EQ(b.events.size(), 4u);
+  for (const Event& e : b.events) ASSERT_EQ(e.kind, EventKind::kStored) << e.message;
+  EXPECT_EQ(b.CacheSalt(b.events[0]), "the-salt");
+  EXPECT_EQ(b.events[0].extra_keys.size, 3u);  // the first block's keys only
+  EXPECT_FALSE(b.events[1].has_cache_salt);
+  EXPECT_FALSE(b.events[2].has_cache_salt);
+  EXPECT_FALSE(b.events[3].has_cache_salt);
+}
+
+TEST(Decode, RemainingCopyCountsAreReadAndMustMatchTheHashes) {
+  MsgpackBuilder m;
+  m.pk.pack_array(2);
+  m.pk.pack(1.0);
+  m.pk.pack_array(3);
+  m.pk.pack_array(5);  // positional: hashes, medium, group_idx, remaining_copy_counts
+  m.pk.pack("BlockRemoved");
+  m.pk.pack(std::vector<int>{5, 6});
+  m.pk.pack("GPU");
+  m.pk.pack(0);
+  m.pk.pack(std::vector<int>{1, 0});
+  m.pk.pack_map(3);
+  m.pk.pack("type");
+  m.pk.pack("BlockRemoved");
+  m.pk.pack("block_hashes");
+  m.pk.pack(std::vector<int>{5, 6});
+  m.pk.pack("remaining_copy_counts");
+  m.pk.pack(std::vector<int>{1});  // one count for two hashes
+  m.pk.pack_array(5);
+  m.pk.pack("BlockRemoved");
+  m.pk.pack(std::vector<int>{7});
+  m.pk.pack("GPU");
+  m.pk.pack_nil();
+  m.pk.pack_nil();
+  DecodedBatch b;
+  ASSERT_TRUE(DecodeEventBatch(m.str(), b).ok());
+  ASSERT_EQ(b.events.size(), 3u);
+  ASSERT_EQ(b.events[0].kind, EventKind::kRemoved);
+  const auto counts = b.RemainingCopyCounts(b.events[0]);
+  EXPECT_EQ(std::vector<uint32_t>(counts.begin(), counts.end()), (std::vector<uint32_t>{1, 0}));
+  EXPECT_EQ(b.events[1].kind, EventKind::kInvalid);
+  EXPECT_NE(b.events[1].message.find("remaining_copy_counts"), std::string::npos);
+  EXPECT_EQ(b.events[2].kind, EventKind::kRemoved);
+  EXPECT_FALSE(b.events[2].has_copy_counts);
+}
+
 }  // namespace
 }  // namespace kvgate::wire

@@ -29,7 +29,7 @@ TEST_P(RoundTrip, EveryEventSurvives) {
   eagle.parent_hash.reset();
   eagle.token_ids.push_back(5);  // EAGLE: one token more than the blocks hold
   events.push_back(eagle);
-  events.push_back(RemovedBlocks{{stored.block_hashes[1]}, Tier::kDisk});
+  events.push_back(RemovedBlocks{{stored.block_hashes[1]}, Tier::kDisk, {}});
   events.push_back(AllCleared{});
 
   const std::string payload = EncodeEventBatch(3.25, 2, events, {format, hash_format});

@@ -81,7 +81,7 @@ TEST(PrefixIndex, ChainsAcrossEventsAndStopsAtRemovedBlock) {
   EXPECT_EQ(Apply(index, a, {Store(d, 3, 6, wire::Tier::kDevice)}).stored_blocks, 3u);
   EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{6, 0, 0, 0}));
 
-  Apply(index, a, {wire::RemovedBlocks{{EngineHash(d.seq[2])}, wire::Tier::kDevice}});
+  Apply(index, a, {wire::RemovedBlocks{{EngineHash(d.seq[2])}, wire::Tier::kDevice, {}}});
   EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{2, 0, 0, 0}));
   // A request that diverges after block 1 matches 1 block.
   Doc other = d;
@@ -124,7 +124,7 @@ TEST(PrefixIndex, TiersDpRanksClearAndRemoveWorker) {
   EXPECT_EQ(m[std::make_pair(2u, 0u)], (Blocks{1, 0, 0, 0}));
 
   // Removing the device copy leaves the host copy.
-  Apply(index, {2, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[0])}, wire::Tier::kDevice}});
+  Apply(index, {2, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[0])}, wire::Tier::kDevice, {}}});
   EXPECT_EQ(MatchMap(index, d.local)[std::make_pair(2u, 0u)], (Blocks{0, 1, 0, 0}));
 
   Apply(index, {1, 1}, {wire::AllCleared{}});
@@ -157,8 +157,8 @@ TEST(PrefixIndex, LongChainsWithChangingHolders) {
   EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{300, 0, 0, 0}));
   EXPECT_EQ(m[std::make_pair(4u, 0u)], (Blocks{0, 0, 299, 0}));
 
-  Apply(index, {3, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[257])}, wire::Tier::kDevice}});
-  Apply(index, {4, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[17])}, wire::Tier::kDisk}});
+  Apply(index, {3, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[257])}, wire::Tier::kDevice, {}}});
+  Apply(index, {4, 0}, {wire::RemovedBlocks{{EngineHash(d.seq[17])}, wire::Tier::kDisk, {}}});
   m = MatchMap(index, d.local);
   EXPECT_EQ(m[std::make_pair(3u, 0u)], (Blocks{257, 0, 0, 0}));
   EXPECT_EQ(m[std::make_pair(4u, 0u)], (Blocks{0, 0, 17, 0}));
@@ -183,7 +183,7 @@ TEST(PrefixIndex, ReadersMatchWhileTheWriterApplies) {
     store.push_back(Decoded({Store(stable, from, from + 8, wire::Tier::kHost)}));
     std::vector<uint64_t> hashes;
     for (size_t i = from; i < from + 8; ++i) hashes.push_back(EngineHash(stable.seq[i]));
-    evict.push_back(Decoded({wire::RemovedBlocks{hashes, wire::Tier::kHost}}));
+    evict.push_back(Decoded({wire::RemovedBlocks{hashes, wire::Tier::kHost, {}}}));
   }
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
@@ -260,7 +260,86 @@ TEST(PrefixIndex, SaltedStoresOnlyMatchRequestsWithTheSameSalt) {
   EXPECT_TRUE(MatchMap(index, other).empty());
 }
 
-// 100k random operations against a plain model: per worker, engine hash -> (seq, tiers).
+// vLLM names the salt only in the first block's extra_keys; the blocks stored later under
+// that chain are seeded by it all the same.
+TEST(PrefixIndex, VllmSaltInTheFirstBlockSeedsTheWholeChain) {
+  for (wire::EventFormat format :
+       {wire::EventFormat::kVllmMap, wire::EventFormat::kVllmPositional}) {
+    PrefixIndex index(kBs);
+    std::vector<uint64_t> salted, unsalted, other;
+    const Doc d = Counting(0, 4);
+    AppendLocalBlockHashes(d.tokens, kBs, BlockHashSeed("", "tenant-a"), false, salted);
+    AppendLocalBlockHashes(d.tokens, kBs, BlockHashSeed("", "tenant-b"), false, other);
+    unsalted = d.local;
+    wire::StoredBlocks root = Store(d, 0, 2, wire::Tier::kDevice);
+    root.cache_salt = "tenant-a";
+    wire::StoredBlocks next = Store(d, 2, 4, wire::Tier::kDevice);  // names no salt
+    wire::EncodeOptions options;
+    options.format = format;
+    const std::vector<wire::OutEvent> events = {root, next};
+    wire::DecodedBatch batch;
+    ASSERT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, events, options), batch).ok());
+    ASSERT_TRUE(batch.events[0].has_cache_salt);
+    ASSERT_FALSE(batch.events[1].has_cache_salt);
+    ApplyStats stats;
+    index.ApplyBatch({1, 0}, batch, stats);
+    EXPECT_EQ(stats.stored_blocks, 4u);
+    EXPECT_EQ(MatchMap(index, salted)[std::make_pair(1u, 0u)][0], 4u);
+    EXPECT_TRUE(MatchMap(index, unsalted).empty());
+    EXPECT_TRUE(MatchMap(index, other).empty());
+    // Once the chain's blocks go, a later unsalted chain under the same engine hashes is not
+    // seeded by the old salt.
+    Apply(index, {1, 0},
+          {wire::RemovedBlocks{{EngineHash(d.seq[0]), EngineHash(d.seq[1]), EngineHash(d.seq[2]),
+                                EngineHash(d.seq[3])},
+                               wire::Tier::kDevice,
+                               {}}});
+    Apply(index, {1, 0},
+          {Store(d, 0, 2, wire::Tier::kDevice), Store(d, 2, 4, wire::Tier::kDevice)});
+    EXPECT_EQ(MatchMap(index, unsalted)[std::make_pair(1u, 0u)][0], 4u);
+    EXPECT_TRUE(MatchMap(index, salted).empty());
+  }
+}
+
+TEST(PrefixIndex, ABlockHeldTwiceStaysUntilItsLastCopyGoes) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 2);
+  const WorkerKey w{1, 0};
+  Apply(index, w, {Store(d, 0, 2, wire::Tier::kDevice)});
+  Apply(index, w, {Store(d, 0, 2, wire::Tier::kDevice)});  // a second physical copy
+  const wire::RemovedBlocks remove_second{{EngineHash(d.seq[1])}, wire::Tier::kDevice, {}};
+  EXPECT_EQ(Apply(index, w, {remove_second}).copies_removed, 1u);
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{2, 0, 0, 0}));
+  Apply(index, w, {remove_second});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{1, 0, 0, 0}));
+  // Another tier's store is not a copy: one removal on device leaves the host copy.
+  Apply(index, w, {Store(d, 1, 2, wire::Tier::kHost), Store(d, 1, 2, wire::Tier::kDevice)});
+  Apply(index, w, {remove_second});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{1, 1, 0, 0}));
+}
+
+TEST(PrefixIndex, RemainingCopyCountsFromTheEngineWin) {
+  PrefixIndex index(kBs);
+  const Doc d = Counting(0, 2);
+  const WorkerKey w{1, 0};
+  // The engine held three copies of block 1 but kvgate saw one store (e.g. it joined late).
+  Apply(index, w, {Store(d, 0, 2, wire::Tier::kDevice)});
+  wire::RemovedBlocks removed{{EngineHash(d.seq[1])}, wire::Tier::kDevice, {2}};
+  Apply(index, w, {removed});
+  removed.remaining_copy_counts = {1};
+  Apply(index, w, {removed});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{2, 0, 0, 0}));
+  removed.remaining_copy_counts = {0};
+  Apply(index, w, {removed});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{1, 0, 0, 0}));
+  // And they override kvgate's own count: two stores, then "none left".
+  Apply(index, w, {Store(d, 1, 2, wire::Tier::kDevice), Store(d, 1, 2, wire::Tier::kDevice)});
+  Apply(index, w, {removed});
+  EXPECT_EQ(MatchMap(index, d.local)[Key(1, 0)], (Blocks{1, 0, 0, 0}));
+}
+
+// 100k random operations against a plain model: per worker, engine hash -> (seq, copies held
+// per tier). A store of a block already held on a tier is one more copy of it there.
 TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
   std::mt19937_64 rng(12345);
   // Documents share prefixes: each starts as a prefix of an earlier one.
@@ -279,7 +358,12 @@ TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
   const WorkerKey workers[] = {{0, 0}, {0, 1}, {1, 0}, {2, 0}, {3, 0}};
   struct Held {
     uint64_t seq;
-    uint32_t tiers;
+    std::array<uint32_t, 4> copies{};
+    uint32_t tiers() const {
+      uint32_t bits = 0;
+      for (uint32_t t = 0; t < 4; ++t) bits |= copies[t] > 0 ? 1u << t : 0;
+      return bits;
+    }
   };
   std::map<std::pair<uint32_t, uint32_t>, std::map<uint64_t, Held>> model;
   PrefixIndex index(kBs);
@@ -288,7 +372,7 @@ TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
     std::map<Key, Blocks> m;
     for (auto& [w, held] : model) {
       std::map<uint64_t, uint32_t> by_seq;
-      for (auto& [eh, h] : held) by_seq[h.seq] |= h.tiers;
+      for (auto& [eh, h] : held) by_seq[h.seq] |= h.tiers();
       std::array<uint32_t, 4> blocks{};
       for (uint64_t s : seq) {
         auto it = by_seq.find(s);
@@ -314,7 +398,7 @@ TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
         for (size_t i = from; i < to; ++i) {
           Held& h = held[EngineHash(d.seq[i])];
           h.seq = d.seq[i];
-          h.tiers |= 1u << static_cast<uint32_t>(tier);
+          ++h.copies[static_cast<uint32_t>(tier)];
         }
       }
     } else if (r < 85) {
@@ -322,9 +406,10 @@ TEST(PrefixIndex, RandomizedAgainstReferenceModel) {
       auto it = held.begin();
       std::advance(it, rng() % held.size());
       const auto tier = static_cast<wire::Tier>(rng() % 3);
-      Apply(index, w, {wire::RemovedBlocks{{it->first}, tier}});
-      it->second.tiers &= ~(1u << static_cast<uint32_t>(tier));
-      if (it->second.tiers == 0) held.erase(it);
+      Apply(index, w, {wire::RemovedBlocks{{it->first}, tier, {}}});
+      uint32_t& copies = it->second.copies[static_cast<uint32_t>(tier)];
+      if (copies > 0) --copies;
+      if (it->second.tiers() == 0) held.erase(it);
     } else if (r < 86) {
       Apply(index, w, {wire::AllCleared{}});
       held.clear();
