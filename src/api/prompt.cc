@@ -15,13 +15,16 @@ namespace {
 namespace json = boost::json;
 
 Status TextTokens(std::string_view text, bool add_special_tokens, const PromptModel& model,
-                  std::vector<uint32_t>* ids) {
+                  std::vector<uint32_t>* ids, PromptPartial* note) {
   if (model.tokenizer == nullptr) {
     const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
     ids->assign(bytes, bytes + text.size());
     return Status::Ok();
   }
-  return model.tokenizer->Encode(text, add_special_tokens, ids);
+  Status s = model.tokenizer->Encode(text, add_special_tokens, ids);
+  if (s.ok()) return s;
+  if (note != nullptr) note->failed = "tokenize";
+  return Status(StatusCode::kFailedPrecondition, fmt::format("tokenizer: {}", s.message()));
 }
 
 Status TokenIds(const json::array& a, std::string_view what, std::vector<uint32_t>* ids) {
@@ -67,7 +70,7 @@ Status PlainChat(const json::array& messages, std::string* text) {
 }  // namespace
 
 Status PromptTokens(Api api, const json::value& request, const PromptModel& model,
-                    std::vector<uint32_t>* ids) {
+                    std::vector<uint32_t>* ids, PromptPartial* note) {
   ids->clear();
   if (!request.is_object()) return Status::InvalidArgument("the body must be a JSON object");
   const json::object& body = request.as_object();
@@ -75,11 +78,12 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
     case Api::kCompletions: {
       const json::value* prompt = Field(body, "prompt");
       if (prompt == nullptr) return Status::InvalidArgument("'prompt' is required");
-      if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids);
+      if (prompt->is_string()) return TextTokens(prompt->as_string(), true, model, ids, note);
       if (prompt->is_array()) {
         const json::array& a = prompt->as_array();
         // A batch of prompts: the engine serves them together; the first one routes.
-        if (!a.empty() && a[0].is_string()) return TextTokens(a[0].as_string(), true, model, ids);
+        if (!a.empty() && a[0].is_string())
+          return TextTokens(a[0].as_string(), true, model, ids, note);
         if (!a.empty() && a[0].is_array()) return TokenIds(a[0].as_array(), "prompt", ids);
         return TokenIds(a, "prompt", ids);
       }
@@ -91,18 +95,25 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
         return Status::InvalidArgument("'messages' must be a non-empty list");
       }
       std::string text;
+      bool media_cut = false;
       if (model.chat_template != nullptr) {
         // kInvalidArgument: the messages are malformed; anything else: the template failed
         // on a well-formed conversation (kFailedPrecondition).
-        if (Status s = model.chat_template->Render(request, &text); !s.ok()) {
-          return s.code() == StatusCode::kInvalidArgument
-                     ? s
-                     : Status(StatusCode::kFailedPrecondition, s.message());
+        if (Status s = model.chat_template->RenderBeforeMedia(request, &text, &media_cut);
+            !s.ok()) {
+          if (s.code() == StatusCode::kInvalidArgument) return s;
+          if (note != nullptr) note->failed = "template";
+          return Status(StatusCode::kFailedPrecondition, s.message());
         }
       } else if (Status s = PlainChat(messages->as_array(), &text); !s.ok()) {
         return s;
       }
-      return TextTokens(text, false, model, ids);
+      if (Status s = TextTokens(text, false, model, ids, note); !s.ok() || !media_cut) return s;
+      // The text ends where a media part's own text began; its last token could have merged
+      // with what follows there (" " + "<image>"...): only the ids before it are sure.
+      if (!ids->empty()) ids->pop_back();
+      if (note != nullptr) note->partial = "media";
+      return Status::Ok();
     }
     case Api::kGenerate: {
       if (const json::value* input_ids = Field(body, "input_ids")) {
@@ -111,7 +122,7 @@ Status PromptTokens(Api api, const json::value& request, const PromptModel& mode
         return TokenIds(input_ids->as_array(), "input_ids", ids);
       }
       if (const json::value* text = Field(body, "text"); text && text->is_string()) {
-        return TextTokens(text->as_string(), true, model, ids);
+        return TextTokens(text->as_string(), true, model, ids, note);
       }
       return Status::InvalidArgument("'input_ids' or 'text' is required");
     }

@@ -43,10 +43,20 @@ struct ModelFiles {
 // template is logged and left null (chat then routes on a plain rendering).
 Status LoadModelFiles(const std::string& dir, ModelFiles* out);
 
+// What the prompt's ids are when they are not simply the whole prompt.
+struct PromptPartial {
+  // "media": the ids stop before the first media part (its tokens are the engine's own).
+  std::string_view partial;
+  // "template" or "tokenize": which step failed, when the error is kFailedPrecondition.
+  std::string_view failed;
+};
+
 // A batch of completion prompts yields the first prompt's ids.
 // Fails (the message is a 400 for the client) on a missing or ill-typed prompt field, an
-// invalid token id, invalid UTF-8 or a template error. An empty prompt is not an error here.
+// invalid token id or a template error on a malformed conversation (kInvalidArgument); a
+// template that fails on a well-formed one, or text the tokenizer cannot take, is
+// kFailedPrecondition (`note->failed` says which). An empty prompt is not an error here.
 Status PromptTokens(Api api, const boost::json::value& body, const PromptModel& model,
-                    std::vector<uint32_t>* ids);
+                    std::vector<uint32_t>* ids, PromptPartial* note = nullptr);
 
 }  // namespace kvgate::api

@@ -89,14 +89,20 @@ Status ParseInferenceRequest(Api api, const json::value& body, const PromptModel
   } catch (const BadField& e) {
     return Status::InvalidArgument(e.message);
   }
-  if (Status s = PromptTokens(api, body, model, &out->prompt); !s.ok()) {
+  PromptPartial note;
+  if (Status s = PromptTokens(api, body, model, &out->prompt, &note); !s.ok()) {
     if (s.code() == StatusCode::kFailedPrecondition && on_failure == PromptFailure::kFallBack) {
       out->prompt.clear();
-      out->prompt_fallback = "template";
+      out->prompt_fallback = note.failed;
       out->prompt_error = s.message();
       return Status::Ok();
     }
     return Status::InvalidArgument(s.message());
+  }
+  if (!note.partial.empty() && on_failure == PromptFailure::kFallBack) {
+    out->prompt_fallback = note.partial;
+    out->prompt_error = "the prompt has media parts: routed on the text before the first";
+    return Status::Ok();  // (empty when the media part comes first: routed on load alone)
   }
   if (out->prompt.empty()) return Status::InvalidArgument("the prompt is empty");
   return Status::Ok();

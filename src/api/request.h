@@ -34,7 +34,8 @@ struct InferenceRequest {
   uint64_t routed_experts_start = 0;  // nvext.routed_experts_start
   bool has_nvext = false;             // the body carries kvgate's own `nvext` object
   std::vector<uint32_t> prompt;       // empty only with a prompt_fallback
-  // Why the prompt could not be computed ("template") when the caller accepted that.
+  // Why `prompt` is not the whole prompt, when the caller accepted that: "template" or
+  // "tokenize" (it failed: prompt empty), "media" (the text before the first media part).
   std::string prompt_fallback;
   std::string prompt_error;  // and what the failure said
 };

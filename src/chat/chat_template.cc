@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -84,23 +85,52 @@ Status ChatTemplate::Load(const std::string& model_dir, std::unique_ptr<ChatTemp
   return Status::Ok();
 }
 
-Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
+namespace {
+
+// Stands for each media part in RenderBeforeMedia: text no conversation holds (C0 controls
+// around a name), so its first occurrence in the output is where the first media part went.
+constexpr std::string_view kMediaMarker = "\x01\x02kvgate-media\x02\x01";
+
+Status RenderChecked(const json::value& request,
+                     const std::function<Status(const json::object&, const json::value&)>& apply) {
   const json::object* body = request.if_object();
   if (body == nullptr) return Status::InvalidArgument("the request must be a JSON object");
   const json::value* messages = body->if_contains("messages");
   if (messages == nullptr || !messages->is_array()) {
     return Status::InvalidArgument("'messages' must be a list");
   }
-  Heap heap;
   try {
-    return ApplyTo(*body, *messages, heap, prompt);
+    return apply(*body, *messages);
   } catch (const HeapExhausted& e) {  // (the template's own render catches it itself)
     return Status::Error(e.message());
   }
 }
 
+}  // namespace
+
+Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
+  return RenderChecked(request, [&](const json::object& body, const json::value& messages) {
+    Heap heap;
+    return ApplyTo(body, messages, heap, {}, prompt);
+  });
+}
+
+Status ChatTemplate::RenderBeforeMedia(const json::value& request, std::string* prompt,
+                                       bool* cut) const {
+  *cut = false;
+  return RenderChecked(request, [&](const json::object& body, const json::value& messages) {
+    Heap heap;
+    Status s = ApplyTo(body, messages, heap, kMediaMarker, prompt);
+    if (size_t at = prompt->find(kMediaMarker); s.ok() && at != std::string::npos) {
+      prompt->resize(at);
+      *cut = true;
+    }
+    return s;
+  });
+}
+
 Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messages, Heap& heap,
-                             std::string* prompt) const {
+                             std::string_view media_marker, std::string* prompt) const {
   Value vars = heap.MakeDict(16);
   const json::value* tools = body.if_contains("tools");
   const bool use_tools_template = tool_use_template_ && tools && !tools->is_null();
@@ -109,7 +139,7 @@ Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messag
   std::deque<json::value> parsed_arguments;
   Value msgs;
   if (Status s = TemplateMessages(heap, messages, use_tools_template ? tool_use_parts_ : parts_,
-                                  parsed_arguments, &msgs);
+                                  media_marker, parsed_arguments, &msgs);
       !s.ok()) {
     return s;
   }

@@ -25,13 +25,17 @@ class ChatTemplate {
   // `request`: an OpenAI chat request body. Errors (bad request, raise_exception, template
   // errors) are a Status with the message the gateway returns as HTTP 400.
   Status Render(const boost::json::value& request, std::string* prompt) const;
+  // The prompt as far as kvgate can know it: the rendered text up to where the first media
+  // part (image, audio, video) goes, whose tokens only the engine's processor knows.
+  // `*cut` says whether there was one (else the whole prompt, as Render).
+  Status RenderBeforeMedia(const boost::json::value& request, std::string* prompt, bool* cut) const;
 
  private:
   // Render's work once the request's shape is checked: the template's variables from the
   // request, then the render; the values live in `heap`. (Not named Render*: the
   // benchmark's callgrind command counts from the outer Render.)
   Status ApplyTo(const boost::json::object& body, const boost::json::value& messages, Heap& heap,
-                 std::string* prompt) const;
+                 std::string_view media_marker, std::string* prompt) const;
 
   std::unique_ptr<Template> template_;
   std::unique_ptr<Template> tool_use_template_;  // null: template_ for every request

@@ -114,7 +114,8 @@ void ParseArguments(Heap& heap, Value& calls, std::deque<json::value>& parsed) {
 }  // namespace
 
 Status TemplateMessages(Heap& heap, const json::value& messages, bool content_as_parts,
-                        std::deque<json::value>& parsed, Value* out) {
+                        std::string_view media_marker, std::deque<json::value>& parsed,
+                        Value* out) {
   const json::array& in = messages.as_array();
   List list;
   list.reserve(in.size());
@@ -136,6 +137,7 @@ Status TemplateMessages(Heap& heap, const json::value& messages, bool content_as
         Part p;
         bool keep;
         if (Status s = ReadPart(pv, &p, &keep); !s.ok()) return s;
+        if (!p.is_text && !media_marker.empty()) p = {true, media_marker, {}};
         if (keep) parts.push_back(p);
       }
     } else if (content != nullptr && !content->is_null()) {

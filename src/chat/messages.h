@@ -14,8 +14,10 @@
 namespace kvgate::chat {
 
 // `messages` must be a JSON array; each message an object (else an error). Values view
-// the JSON's strings; JSON parsed from tool-call arguments is kept in `parsed`.
+// the JSON's strings; JSON parsed from tool-call arguments is kept in `parsed`. With a
+// `media_marker`, each media part becomes a text part holding it.
 Status TemplateMessages(Heap& heap, const boost::json::value& messages, bool content_as_parts,
-                        std::deque<boost::json::value>& parsed, Value* out);
+                        std::string_view media_marker, std::deque<boost::json::value>& parsed,
+                        Value* out);
 
 }  // namespace kvgate::chat

@@ -297,7 +297,8 @@ void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCount
   finished_ = true;
   if (succeeded) {
     // The engine serves at most prompt - 1 tokens from its cache, in whole blocks.
-    const uint64_t prompt = plan_.request.prompt.size();
+    // (A partial prompt is no measure of the gateway's view: it is not compared.)
+    const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
     const uint64_t bs = services_.model.block_size;
     const uint64_t cacheable_blocks = prompt == 0 ? 0 : (prompt - 1) / bs;
     services_.fidelity.Observe(decision_.worker.worker, prompt,

