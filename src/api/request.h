@@ -29,6 +29,7 @@ struct InferenceRequest {
   bool stream = false;
   bool include_usage = false;          // stream_options.include_usage
   std::optional<uint32_t> max_tokens;  // max_completion_tokens, max_tokens or max_new_tokens
+  uint32_t n = 1;                      // choices (OpenAI APIs)
   std::string cache_salt;
   ExtraFields extra;
   uint64_t routed_experts_start = 0;  // nvext.routed_experts_start

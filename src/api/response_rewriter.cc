@@ -1,5 +1,7 @@
 #include "api/response_rewriter.h"
 
+#include <fmt/format.h>
+
 #include "api/request_fields.h"
 #include "api/routed_experts.h"
 
@@ -42,7 +44,9 @@ std::string ResponseRewriter::RewriteBody(std::string body) {
   if (ec || !parsed.is_object()) return body;
   json::object& o = parsed.as_object();
   if (options_.extra.routed_experts) {
-    experts_found_ = engines::TakeRoutedExperts(o, experts_, &experts_start_);
+    std::vector<engines::ChoiceExperts> found;
+    engines::TakeRoutedExperts(o, found, &experts_start_);
+    Keep(found);
   }
   engines::ReadTokenCounts(o, &counts_);
   if (!adds_nvext_) return body;
@@ -76,18 +80,25 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   json::object& chunk = parsed.as_object();
   bool modified = false;
   if (options_.extra.routed_experts) {
-    json::value native;
+    std::vector<engines::ChoiceExperts> found;
     uint64_t start = options_.experts_start;
-    if (engines::TakeRoutedExperts(chunk, native, &start)) {
-      experts_ = std::move(native);
+    if (engines::TakeRoutedExperts(chunk, found, &start)) {
+      Keep(found);
       experts_start_ = start;
-      experts_found_ = modified = true;
+      modified = true;
     }
   }
   engines::ReadTokenCounts(chunk, &counts_);
   if (options_.drop_usage && chunk.erase("usage")) modified = true;
   if (modified && IsEmptyChunk(chunk)) return;
-  if (adds_nvext_ && !final_chunk_ && !final_flushed_ && IsFinalChunk(chunk)) {
+  if (adds_nvext_ && !final_flushed_ && IsFinalChunk(chunk)) {
+    if (final_chunk_) {
+      // Several choices each finish: nvext goes with the last to finish, so the one held
+      // goes out as it was, with what came after it.
+      write(SseEvent(json::serialize(*final_chunk_)));
+      for (std::string& e : after_final_) write(std::move(e));
+      after_final_.clear();
+    }
     final_chunk_ = std::move(chunk);
     return;
   }
@@ -121,6 +132,47 @@ void ResponseRewriter::FlushFinal(bool complete, const Write& write) {
   after_final_.clear();
 }
 
+void ResponseRewriter::Keep(std::vector<engines::ChoiceExperts>& found) {
+  for (engines::ChoiceExperts& e : found) experts_[e.choice] = std::move(e.native);
+}
+
+// One object per choice, in choice order. The token counts are summed over the choices,
+// so rows are checked over them all: each choice has [start, prompt + its completion - 1).
+json::value ResponseRewriter::ExpertsOfEveryChoice(const ExpertsContext& context,
+                                                   std::string* problem) {
+  ExpertsContext each = context;
+  each.completion_tokens.reset();  // (only the sum is known)
+  json::array list;
+  uint64_t rows = 0;
+  for (uint32_t i = 0; i < options_.choices; ++i) {
+    auto it = experts_.find(i);
+    std::string why;
+    json::value v = it == experts_.end() ? json::value(nullptr)
+                                         : NormalizeRoutedExperts(it->second, each, &why);
+    if (v.is_null()) {
+      if (problem->empty()) {
+        *problem = fmt::format("choice {}: {}", i,
+                               why.empty() ? "the engine returned no routed experts" : why);
+      }
+    } else {
+      rows += v.as_object().at("shape").as_array()[0].to_number<uint64_t>();
+    }
+    list.push_back(std::move(v));
+  }
+  if (problem->empty() && context.prompt_tokens && context.completion_tokens &&
+      *context.prompt_tokens > context.start + 1) {
+    const uint64_t expected = options_.choices * (*context.prompt_tokens - 1 - context.start) +
+                              *context.completion_tokens;
+    if (rows != expected) {
+      *problem =
+          fmt::format("routed experts: {} rows over {} choices, but the token counts imply {}",
+                      rows, options_.choices, expected);
+      return nullptr;
+    }
+  }
+  return list;
+}
+
 json::object ResponseRewriter::Nvext(bool complete) {
   json::object nvext;
   if (options_.extra.worker_id) {
@@ -136,11 +188,16 @@ json::object ResponseRewriter::Nvext(bool complete) {
     context.completion_tokens = counts_.completion;
     context.start = counts_.prompt ? std::min(experts_start_, *counts_.prompt) : experts_start_;
     std::string problem;
-    json::value normalized =
-        experts_found_ ? NormalizeRoutedExperts(experts_, context, &problem) : json::value(nullptr);
-    if (!experts_found_) problem = "the engine returned no routed experts";
+    json::value normalized;
+    if (options_.choices > 1) {
+      normalized = ExpertsOfEveryChoice(context, &problem);
+    } else if (experts_.empty()) {
+      problem = "the engine returned no routed experts";
+    } else {
+      normalized = NormalizeRoutedExperts(experts_.begin()->second, context, &problem);
+    }
     // A failed response is counted as such already.
-    if (normalized.is_null() && complete) experts_problem_ = std::move(problem);
+    if (!problem.empty() && complete) experts_problem_ = std::move(problem);
     nvext["routed_experts"] = std::move(normalized);
   }
   return nvext;

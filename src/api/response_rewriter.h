@@ -10,12 +10,14 @@
 #include <boost/json.hpp>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "api/request.h"
+#include "api/routed_experts.h"
 #include "api/sse.h"
 #include "engines/engines.h"
 
@@ -29,6 +31,8 @@ struct RewriteOptions {
   // The first prompt position kvgate asked experts for (engines' OpenAI responses do not
   // echo it; where one does, its echo wins).
   uint64_t experts_start = 0;
+  // The request's `n`: with more than one choice, routed experts are a list in choice order.
+  uint32_t choices = 1;
   // What only the gateway knows: where the request went and what it expected there.
   uint32_t worker_id = 0;
   uint32_t dp_rank = 0;
@@ -62,6 +66,8 @@ class ResponseRewriter {
   // An event for the client: now, or after the final chunk while that one is held.
   void PassOn(std::string event, const Write& write);
   boost::json::object Nvext(bool complete);
+  boost::json::value ExpertsOfEveryChoice(const ExpertsContext& context, std::string* problem);
+  void Keep(std::vector<engines::ChoiceExperts>& found);
 
   // Whether an event (its text) may hold anything this rewriter reads or changes.
   bool NeedsParse(std::string_view event) const;
@@ -72,8 +78,7 @@ class ResponseRewriter {
   std::optional<boost::json::object> final_chunk_;
   std::vector<std::string> after_final_;
   bool final_flushed_ = false;
-  boost::json::value experts_;
-  bool experts_found_ = false;
+  std::map<uint32_t, boost::json::value> experts_;  // engine-native, by choice index
   uint64_t experts_start_ = options_.experts_start;
   engines::TokenCounts counts_;
   std::string experts_problem_;

@@ -65,25 +65,48 @@ void AskForRoutedExperts(EngineKind kind, uint64_t start, json::object& body) {
   if (start != 0) body[TraitsOf(kind).experts_start_field] = start;
 }
 
-bool TakeRoutedExperts(json::object& response, json::value& holder, uint64_t* start) {
-  bool found = false;
+namespace {
+
+// SGLang's: from `o`'s sglext (OpenAI API) or meta_info (/generate).
+bool TakeFromSglang(json::object& o, uint32_t choice, std::vector<ChoiceExperts>& found,
+                    uint64_t* start) {
+  bool any = false;
+  for (std::string_view ext : {"sglext", "meta_info"}) {
+    json::value* e = o.if_contains(ext);
+    if (e == nullptr || !e->is_object()) continue;
+    json::value holder;
+    if (TakeFrom(e->as_object(), TraitsOf(EngineKind::kSglang).experts_start_field, holder,
+                 start)) {
+      found.push_back({choice, std::move(holder)});
+      any = true;
+    }
+    if (ext == "sglext" && e->as_object().empty()) o.erase(ext);
+  }
+  return any;
+}
+
+}  // namespace
+
+bool TakeRoutedExperts(json::object& response, std::vector<ChoiceExperts>& found, uint64_t* start) {
+  bool any = false;
   if (json::value* choices = response.if_contains("choices"); choices && choices->is_array()) {
+    uint32_t position = 0;
     for (json::value& c : choices->as_array()) {
       if (json::object* co = c.if_object()) {
-        found =
-            TakeFrom(*co, TraitsOf(EngineKind::kVllm).experts_start_field, holder, start) || found;
+        const auto index = Count(*co, "index");
+        const uint32_t choice = index ? static_cast<uint32_t>(*index) : position;
+        json::value holder;
+        if (TakeFrom(*co, TraitsOf(EngineKind::kVllm).experts_start_field, holder, start)) {
+          found.push_back({choice, std::move(holder)});
+          any = true;
+        }
+        any = TakeFromSglang(*co, choice, found, start) || any;
       }
+      ++position;
     }
   }
-  for (std::string_view ext : {"sglext", "meta_info"}) {
-    json::value* e = response.if_contains(ext);
-    if (e == nullptr || !e->is_object()) continue;
-    found = TakeFrom(e->as_object(), TraitsOf(EngineKind::kSglang).experts_start_field, holder,
-                     start) ||
-            found;
-    if (ext == "sglext" && e->as_object().empty()) response.erase(ext);
-  }
-  return found;
+  // The response's own are its only choice's.
+  return TakeFromSglang(response, 0, found, start) || any;
 }
 
 void ReadTokenCounts(const json::object& response, TokenCounts* counts) {

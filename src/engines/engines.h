@@ -4,11 +4,12 @@
 // look new). Also the response readers every engine shares.
 #pragma once
 
-#include <boost/json/fwd.hpp>
+#include <boost/json/value.hpp>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "wire/encode.h"
 
@@ -48,13 +49,20 @@ std::string_view EngineNames();
 // `start` prompt rows: `return_routed_experts` and the engine's start field.
 void AskForRoutedExperts(EngineKind kind, uint64_t start, boost::json::object& body);
 
+// Engine-native routed experts of one choice (its `index`; 0 for the response's own).
+struct ChoiceExperts {
+  uint32_t choice = 0;
+  boost::json::value native;
+};
+
 // Engine-native routed experts found in a response object (a JSON body or one SSE chunk)
-// are moved into `holder` and removed from the response, so the client sees them once,
+// are moved into `found` and removed from the response, so the client sees them once,
 // normalized, under `nvext`; `start` is set to what the engine reported it applied, and left
 // as it was when the engine does not say (OpenAI responses of vLLM and SGLang do not).
-// Looks wherever any engine puts them: choices[i] (vLLM), sglext (SGLang OpenAI) and
-// meta_info (SGLang /generate).
-bool TakeRoutedExperts(boost::json::object& response, boost::json::value& holder, uint64_t* start);
+// Looks wherever any engine puts them: choices[i] and choices[i].sglext (per choice), sglext
+// (SGLang OpenAI) and meta_info (SGLang /generate). Returns whether it found any.
+bool TakeRoutedExperts(boost::json::object& response, std::vector<ChoiceExperts>& found,
+                       uint64_t* start);
 
 // Prompt, completion and cached prompt token counts a response (or a usage chunk) reports:
 // usage.prompt_tokens_details.cached_tokens (vLLM, SGLang's OpenAI API) or

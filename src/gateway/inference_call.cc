@@ -148,6 +148,7 @@ api::ResponseRewriter InferenceCall::MakeRewriter() const {
   o.experts_layers = services_.model.experts_layers;
   o.experts_top_k = services_.model.experts_top_k;
   o.experts_start = plan_.request.routed_experts_start;
+  o.choices = plan_.request.n;
   o.worker_id = decision_.worker.worker;
   o.dp_rank = decision_.worker.dp_rank;
   o.cached_blocks = decision_.cached_blocks;

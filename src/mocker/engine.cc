@@ -61,7 +61,9 @@ bool Engine::Submit(EngineRequest request) {
   seq->seed = kv::BlockHashSeed(request.lora_name, request.cache_salt);
   seq->lora_name = std::move(request.lora_name);
   seq->cache_salt = std::move(request.cache_salt);
-  seq->prompt_hash = XXH3_64bits(seq->tokens.data(), seq->tokens.size() * sizeof(uint32_t));
+  // Sample 0 generates what a request with n = 1 does; the others, tokens of their own.
+  seq->prompt_hash = XXH3_64bits(seq->tokens.data(), seq->tokens.size() * sizeof(uint32_t)) +
+                     request.sample * 0x9E3779B97F4A7C15ull;
   waiting_.push_back(std::move(seq));
   return true;
 }

@@ -33,6 +33,7 @@ struct EngineRequest {
   uint32_t max_tokens = 16;
   std::string lora_name;   // changes the block hash seed, as the engine's would
   std::string cache_salt;  // so does the request's cache_salt
+  uint32_t sample = 0;     // which of a request's `n` samples: each generates its own tokens
 };
 
 // What a step produced, visible to clients when the step ends.

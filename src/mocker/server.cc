@@ -20,6 +20,7 @@
 #include "http/server.h"
 #include "metrics/metrics.h"
 #include "mocker/event_publisher.h"
+#include "mocker/logprobs.h"
 
 namespace kvgate::mocker {
 namespace {
@@ -65,9 +66,20 @@ size_t CompleteUtf8Prefix(std::string_view s) {
 
 std::string Sse(const json::value& v) { return api::SseEvent(json::serialize(v)); }
 
+// Choices per request at most (`n`): a request's choice i runs as engine sequence
+// id * kMaxChoices + i.
+constexpr uint32_t kMaxChoices = 128;
+// Alternatives per token at most (`logprobs`, `top_logprobs`), as OpenAI allows.
+constexpr int64_t kMaxTopLogprobs = 20;
+
 }  // namespace
 
 struct MockerServer::Impl {
+  struct Choice {
+    std::vector<uint32_t> output;
+    size_t sent_chars = 0;  // streamed text so far (with a tokenizer)
+    bool finished = false;
+  };
   struct Pending {
     uint64_t id = 0;
     Api api = Api::kCompletions;
@@ -75,7 +87,12 @@ struct MockerServer::Impl {
     bool include_usage = false;
     std::shared_ptr<http::Responder> responder;
     std::vector<uint32_t> prompt;
-    std::vector<uint32_t> output;
+    std::vector<Choice> choices;  // `n` of them
+    uint32_t finished_choices = 0;
+    bool began = false;             // the stream's head is sent
+    std::optional<uint32_t> top;    // logprobs asked for: alternatives per token
+    bool echo = false;              // completions: the prompt comes back before the text
+    bool return_token_ids = false;  // vLLM's: prompt_token_ids and each choice's token_ids
     uint32_t max_tokens = 16;
     uint32_t cached_tokens = 0;
     bool want_experts = false;
@@ -84,7 +101,6 @@ struct MockerServer::Impl {
     std::string cache_salt;
     int64_t created = 0;
     Clock::time_point due;
-    size_t sent_chars = 0;  // streamed text so far (with a tokenizer)
   };
 
   MockerOptions options;
@@ -186,6 +202,11 @@ struct MockerServer::Impl {
     p.experts_start = NonNegativeInt(o, engines::TraitsOf(options.kind).experts_start_field);
     p.max_tokens = request.max_tokens.value_or(16);
     p.cache_salt = request.cache_salt;
+    if (request.n > kMaxChoices) {
+      throw BadRequest{fmt::format("'n' is at most {} here", kMaxChoices)};
+    }
+    p.choices.resize(request.n);
+    ReadLogprobs(api, o, &p);
     p.prompt = std::move(request.prompt);
     const size_t blocks = (p.prompt.size() + p.max_tokens + options.engine.block_size - 1) /
                           options.engine.block_size;
@@ -195,6 +216,28 @@ struct MockerServer::Impl {
     }
     p.experts_start = std::min<uint32_t>(p.experts_start, static_cast<uint32_t>(p.prompt.size()));
     return p;
+  }
+
+  // Completions: `logprobs` (alternatives per token) and `echo`; chat: `logprobs` (a
+  // boolean) and `top_logprobs`.
+  static void ReadLogprobs(Api api, const json::object& o, Pending* p) {
+    auto count = [&](std::string_view key) -> uint32_t {
+      const json::value* v = Field(o, key);
+      if (v == nullptr) return 0;
+      if (!v->is_int64() || v->as_int64() < 0 || v->as_int64() > kMaxTopLogprobs) {
+        throw BadRequest{fmt::format("'{}' must be an integer from 0 to {}", key, kMaxTopLogprobs)};
+      }
+      return static_cast<uint32_t>(v->as_int64());
+    };
+    if (api == Api::kCompletions) {
+      if (Field(o, "logprobs") != nullptr) p->top = count("logprobs");
+      p->echo = api::BoolField(o, "echo");
+      p->return_token_ids = api::BoolField(o, "return_token_ids");
+    } else if (api == Api::kChat) {
+      const uint32_t top = count("top_logprobs");
+      if (api::BoolField(o, "logprobs")) p->top = top;
+      p->return_token_ids = api::BoolField(o, "return_token_ids");
+    }
   }
 
   void Submit(Pending p) {
@@ -289,8 +332,10 @@ struct MockerServer::Impl {
         Pending p = std::move(delayed.front());
         delayed.pop_front();
         // A model other than the one served names a LoRA adapter, as in vLLM.
-        engine.Submit(
-            {p.id, p.prompt, p.max_tokens, p.model == options.model ? "" : p.model, p.cache_salt});
+        for (uint32_t i = 0; i < p.choices.size(); ++i) {
+          engine.Submit({p.id * kMaxChoices + i, p.prompt, p.max_tokens,
+                         p.model == options.model ? "" : p.model, p.cache_salt, i});
+        }
         prompt_tokens_total += p.prompt.size();
         active.emplace(p.id, std::move(p));
       }
@@ -321,7 +366,9 @@ struct MockerServer::Impl {
         ++it;
         continue;
       }
-      engine.Abort(it->first);
+      for (uint32_t i = 0; i < it->second.choices.size(); ++i) {
+        engine.Abort(it->first * kMaxChoices + i);
+      }
       ++aborted_total;
       active.erase(it++);
     }
@@ -352,17 +399,24 @@ struct MockerServer::Impl {
   }
 
   void Deliver(const StepOutput& o) {
-    auto it = active.find(o.request_id);
+    auto it = active.find(o.request_id / kMaxChoices);
     if (it == active.end()) return;
     Pending& p = it->second;
-    if (o.first) {
+    const uint32_t index = static_cast<uint32_t>(o.request_id % kMaxChoices);
+    Choice& c = p.choices[index];
+    if (o.first && index == 0) {  // (the other choices reuse the prompt the first cached)
       p.cached_tokens = o.cached_tokens;
       cached_tokens_total += o.cached_tokens;
     }
-    p.output.push_back(o.token);
+    c.output.push_back(o.token);
     ++generation_tokens_total;
-    if (p.stream) StreamToken(p, o.first, o.finished);
-    if (!o.finished) return;
+    if (o.finished) {
+      c.finished = true;
+      ++p.finished_choices;
+    }
+    const bool all_finished = p.finished_choices == p.choices.size();
+    if (p.stream) StreamToken(p, index, all_finished);
+    if (!all_finished) return;
     if (!p.stream) p.responder->Send(200, "application/json", json::serialize(FinalBody(p)));
     active.erase(it);
     const uint64_t done = ++finished_total;
@@ -380,37 +434,59 @@ struct MockerServer::Impl {
   }
 
   // ---------- response shapes ----------
-  std::string Text(const Pending& p) const {
-    if (options.tokenizer) return options.tokenizer->Decode(p.output, true);
+  std::string OneTokenText(uint32_t token) const {
+    if (options.tokenizer) return options.tokenizer->Decode(std::span(&token, 1), false);
+    return TokenText(token);
+  }
+  std::string Text(const std::vector<uint32_t>& output) const {
+    if (options.tokenizer) return options.tokenizer->Decode(output, true);
     std::string text;
-    for (uint32_t t : p.output) text += TokenText(t);
+    for (uint32_t t : output) text += TokenText(t);
     return text;
   }
+  // The prompt as `echo` returns it (without a tokenizer a prompt token is one byte).
+  std::string PromptText(const Pending& p) const {
+    if (options.tokenizer) return options.tokenizer->Decode(p.prompt, false);
+    return std::string(p.prompt.begin(), p.prompt.end());
+  }
+  TokenTextFn PromptTokenText() const {
+    if (options.tokenizer) return [this](uint32_t t) { return OneTokenText(t); };
+    return [](uint32_t t) { return std::string(1, static_cast<char>(t)); };
+  }
 
-  std::vector<uint32_t> AllTokens(const Pending& p) const {
+  std::vector<uint32_t> AllTokens(const Pending& p, const Choice& c) const {
     std::vector<uint32_t> all = p.prompt;
-    all.insert(all.end(), p.output.begin(), p.output.end());
+    all.insert(all.end(), c.output.begin(), c.output.end());
     return all;
   }
 
+  size_t CompletionTokens(const Pending& p) const {
+    size_t n = 0;
+    for (const Choice& c : p.choices) n += c.output.size();
+    return n;
+  }
+
   json::object Usage(const Pending& p) const {
-    const size_t prompt = p.prompt.size(), completion = p.output.size();
+    const size_t prompt = p.prompt.size(), completion = CompletionTokens(p);
     return {{"prompt_tokens", prompt},
             {"completion_tokens", completion},
             {"total_tokens", prompt + completion},
             {"prompt_tokens_details", json::object{{"cached_tokens", p.cached_tokens}}}};
   }
 
-  // The engine's native routed-experts fields, added to `choice` (vLLM) or `top` (SGLang).
+  // The engine's native routed-experts fields of one choice, added to `choice` (vLLM) or
+  // `top` (SGLang: the response's sglext; with several choices, each choice's own).
   // As the real engines' OpenAI responses, they do not echo the start that was asked for.
-  void AddExperts(const Pending& p, json::object* choice, json::object* top) const {
+  void AddExperts(const Pending& p, const Choice& c, json::object* choice,
+                  json::object* top) const {
     if (!p.want_experts || !options.moe.enabled()) return;
-    const std::vector<uint32_t> all = AllTokens(p);
+    const std::vector<uint32_t> all = AllTokens(p, c);
     switch (engines::TraitsOf(options.kind).experts_form) {
       case engines::ExpertsForm::kInt32Base64: {
-        json::object ext{
+        json::object* holder = p.choices.size() > 1 ? choice : top;
+        if (holder == nullptr) break;
+        (*holder)["sglext"] = json::object{
             {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))}};
-        if (top) (*top)["sglext"] = std::move(ext);
         break;
       }
       case engines::ExpertsForm::kNpyBase64:
@@ -428,53 +504,88 @@ struct MockerServer::Impl {
   }
 
   json::object GenerateMeta(const Pending& p, bool finished) const {
+    const Choice& c = p.choices[0];
     json::object meta{
         {"id", fmt::format("gen-{}", p.id)},
         {"prompt_tokens", p.prompt.size()},
-        {"completion_tokens", p.output.size()},
+        {"completion_tokens", c.output.size()},
         {"cached_tokens", p.cached_tokens},
         {"finish_reason",
-         finished ? json::value(json::object{{"type", "length"}, {"length", p.output.size()}})
+         finished ? json::value(json::object{{"type", "length"}, {"length", c.output.size()}})
                   : json::value(nullptr)}};
     if (finished && p.want_experts && options.moe.enabled()) {
       meta["routed_experts"] =
-          Base64Encode(ExpertsInt32(AllTokens(p), p.experts_start, options.moe));
+          Base64Encode(ExpertsInt32(AllTokens(p, c), p.experts_start, options.moe));
       meta["routed_experts_start_len"] = p.experts_start;
     }
     return meta;
   }
 
+  // Logprobs of `tokens` (the choice's output from `from` on), with the prompt's first when
+  // `with_prompt` (echo).
+  json::value Logprobs(const Pending& p, const Choice& c, size_t from, bool with_prompt,
+                       size_t text_offset) const {
+    if (!p.top) return nullptr;
+    const std::span<const uint32_t> out = std::span(c.output).subspan(from);
+    const TokenTextFn output_text = [this](uint32_t t) { return OneTokenText(t); };
+    if (p.api == Api::kChat) return ChatLogprobs(out, p.prompt.size() + from, *p.top, output_text);
+    json::object lp =
+        CompletionLogprobs(out, p.prompt.size() + from, *p.top,
+                           text_offset + (with_prompt ? PromptText(p).size() : 0), output_text);
+    if (!with_prompt) return lp;
+    json::object all = CompletionLogprobs(p.prompt, 0, *p.top, text_offset, PromptTokenText());
+    for (const char* key : {"tokens", "token_logprobs", "top_logprobs", "text_offset"}) {
+      json::array& a = all[key].as_array();
+      for (json::value& v : lp[key].as_array()) a.push_back(std::move(v));
+    }
+    return all;
+  }
+
   json::object FinalBody(const Pending& p) const {
     if (p.api == Api::kGenerate) {
-      return {{"text", Text(p)},
-              {"output_ids", json::array(p.output.begin(), p.output.end())},
+      const Choice& c = p.choices[0];
+      return {{"text", Text(c.output)},
+              {"output_ids", json::array(c.output.begin(), c.output.end())},
               {"meta_info", GenerateMeta(p, true)}};
-    }
-    json::object choice{{"index", 0}, {"finish_reason", "length"}, {"logprobs", nullptr}};
-    if (p.api == Api::kChat) {
-      choice["message"] = json::object{{"role", "assistant"}, {"content", Text(p)}};
-    } else {
-      choice["text"] = Text(p);
     }
     json::object body{{"id", fmt::format("{}-{}", p.api == Api::kChat ? "chatcmpl" : "cmpl", p.id)},
                       {"object", p.api == Api::kChat ? "chat.completion" : "text_completion"},
                       {"created", p.created},
                       {"model", p.model}};
-    AddExperts(p, &choice, &body);
-    body["choices"] = json::array{std::move(choice)};
+    json::array choices;
+    for (uint32_t i = 0; i < p.choices.size(); ++i) {
+      const Choice& c = p.choices[i];
+      json::object choice{{"index", i}, {"finish_reason", "length"}};
+      choice["logprobs"] = Logprobs(p, c, 0, p.echo, 0);
+      if (p.api == Api::kChat) {
+        choice["message"] = json::object{{"role", "assistant"}, {"content", Text(c.output)}};
+      } else {
+        choice["text"] = (p.echo ? PromptText(p) : std::string()) + Text(c.output);
+      }
+      if (p.return_token_ids) choice["token_ids"] = json::array(c.output.begin(), c.output.end());
+      AddExperts(p, c, &choice, &body);
+      choices.push_back(std::move(choice));
+    }
+    body["choices"] = std::move(choices);
+    if (p.return_token_ids)
+      body["prompt_token_ids"] = json::array(p.prompt.begin(), p.prompt.end());
     body["usage"] = Usage(p);
     return body;
   }
 
-  void StreamToken(Pending& p, bool first, bool finished) {
+  // Choice `index` has a new token; `done`: every choice has finished.
+  void StreamToken(Pending& p, uint32_t index, bool done) {
     http::Responder& r = *p.responder;
-    if (first) r.Begin(200, "text/event-stream");
+    if (!p.began) r.Begin(200, "text/event-stream");
+    p.began = true;
+    Choice& c = p.choices[index];
+    const bool first = c.output.size() == 1;
     if (p.api == Api::kGenerate) {
       // SGLang streams cumulative text and ids.
-      r.Write(Sse(json::object{{"text", Text(p)},
-                               {"output_ids", json::array(p.output.begin(), p.output.end())},
-                               {"meta_info", GenerateMeta(p, finished)}}));
-      if (finished) {
+      r.Write(Sse(json::object{{"text", Text(c.output)},
+                               {"output_ids", json::array(c.output.begin(), c.output.end())},
+                               {"meta_info", GenerateMeta(p, done)}}));
+      if (done) {
         r.Write(std::string(api::kSseDone));
         r.End();
       }
@@ -485,39 +596,42 @@ struct MockerServer::Impl {
                        {"object", chat ? "chat.completion.chunk" : "text_completion"},
                        {"created", p.created},
                        {"model", p.model}};
-    auto choice_with = [&](std::string_view text, bool last) {
-      json::object c{{"index", 0},
-                     {"finish_reason", last ? json::value("length") : nullptr},
-                     {"logprobs", nullptr}};
-      if (chat) {
-        json::object delta{{"content", text}};
-        if (first) delta["role"] = "assistant";
-        c["delta"] = std::move(delta);
-      } else {
-        c["text"] = text;
-      }
-      return c;
-    };
-    std::string delta = TokenText(p.output.back());
+    std::string delta = TokenText(c.output.back());
+    const size_t offset = c.sent_chars;
     if (options.tokenizer) {
       // The new text is the decode of everything so far minus what was already sent.
       // A token can end inside a UTF-8 character. Like vLLM's incremental detokenizer, hold
       // the partial character back until a later token completes it.
-      const std::string all = Text(p);
-      const size_t ready = finished ? all.size() : CompleteUtf8Prefix(all);
-      delta = ready > p.sent_chars ? all.substr(p.sent_chars, ready - p.sent_chars) : "";
-      p.sent_chars = std::max(p.sent_chars, ready);
+      const std::string all = Text(c.output);
+      const size_t ready = c.finished ? all.size() : CompleteUtf8Prefix(all);
+      delta = ready > c.sent_chars ? all.substr(c.sent_chars, ready - c.sent_chars) : "";
+      c.sent_chars = std::max(c.sent_chars, ready);
     }
-    json::object choice = choice_with(delta, finished);
+    const bool echo = p.echo && first && !chat;  // the prompt goes out with the first text
+    json::object choice{{"index", index},
+                        {"finish_reason", c.finished ? json::value("length") : nullptr},
+                        {"logprobs", Logprobs(p, c, c.output.size() - 1, echo, offset)}};
+    if (chat) {
+      json::object d{{"content", delta}};
+      if (first) d["role"] = "assistant";
+      choice["delta"] = std::move(d);
+    } else {
+      choice["text"] = echo ? PromptText(p) + delta : delta;
+    }
+    if (p.return_token_ids) choice["token_ids"] = json::array{c.output.back()};
     json::object out = chunk;
-    if (finished) AddExperts(p, &choice, nullptr);
+    if (first && p.return_token_ids) {
+      out["prompt_token_ids"] = json::array(p.prompt.begin(), p.prompt.end());
+    }
+    if (c.finished) AddExperts(p, c, &choice, nullptr);
     out["choices"] = json::array{std::move(choice)};
     r.Write(Sse(out));
-    if (!finished) return;
-    if (options.kind == EngineKind::kSglang && p.want_experts && options.moe.enabled()) {
+    if (!done) return;
+    if (options.kind == EngineKind::kSglang && p.choices.size() == 1 && p.want_experts &&
+        options.moe.enabled()) {
       json::object extra = chunk;  // SGLang: an extra final chunk with no choices
       extra["choices"] = json::array{};
-      AddExperts(p, nullptr, &extra);
+      AddExperts(p, p.choices[0], nullptr, &extra);
       r.Write(Sse(extra));
     }
     if (p.include_usage) {

@@ -505,6 +505,91 @@ class GatewayTest(unittest.TestCase):
                     gw.close()
                     m.close()
 
+    def test_n_logprobs_and_echo_through_the_openai_client(self):
+        # RL sampling asks n > 1 with routed experts: one object per choice, in choice order,
+        # each checked value by value; logprobs and echo pass through untouched.
+        prompt = list(range(200, 240))
+        start = 2
+        for engine in ["vllm", "sglang"]:
+            with self.subTest(engine=engine):
+                m = Mocker("--engine", engine, *MOE)
+                gw = Gateway(config={"workers": [worker_config(m, engine)],
+                                     "model": {"moe_layers": LAYERS, "moe_top_k": TOPK}})
+                try:
+                    asks = {"extra_fields": ["routed_experts", "worker_id"],
+                            "routed_experts_start": start}
+                    completions = {"model": "kvgate-mock", "prompt": prompt, "max_tokens": 4,
+                                   "n": 3, "logprobs": 2, "return_token_ids": True,
+                                   "nvext": asks}
+                    chat = {"model": "kvgate-mock", "max_tokens": 3, "n": 2, "logprobs": True,
+                            "top_logprobs": 3, "return_token_ids": True, "nvext": asks,
+                            "messages": [{"role": "user", "content": "hello " * 20}]}
+                    ops = [{"api": "completions", "body": completions},
+                           {"api": "completions", "body": {**completions, "stream": True}},
+                           {"api": "chat", "body": chat},
+                           {"api": "chat", "body": {**chat, "stream": True}},
+                           {"api": "completions", "body": {"model": "kvgate-mock",
+                                                           "prompt": "echo me", "echo": True,
+                                                           "logprobs": 1, "max_tokens": 2}}]
+                    results = gw.openai(ops)
+                    for op, result in zip(ops, results):
+                        self.assertNotIn("error", result)
+                        body = op["body"]
+                        if "chunks" in result:
+                            chunks = result["chunks"]
+                            nvext = final_nvext(chunks)
+                            ids = {}
+                            for c in chunks:
+                                for ch in c["choices"]:
+                                    ids.setdefault(ch["index"], []).extend(ch["token_ids"])
+                                    self.assertIsNotNone(ch["logprobs"])
+                                    self.assertNotIn("routed_experts", ch)
+                                if "prompt_token_ids" in c:
+                                    prompt_ids = c["prompt_token_ids"]
+                            choices = [ids[i] for i in range(body["n"])]
+                        else:
+                            r = result["response"]
+                            nvext = r.get("nvext")
+                            prompt_ids = r.get("prompt_token_ids")
+                            self.assertEqual([c["index"] for c in r["choices"]],
+                                             list(range(body.get("n", 1))))
+                            choices = [c.get("token_ids") for c in r["choices"]]
+                            for c in r["choices"]:
+                                self.assertNotIn("routed_experts", c)
+                                self.assertNotIn("sglext", c)
+                                if op["api"] == "chat":
+                                    content = c["logprobs"]["content"]
+                                    self.assertEqual(len(content), body["max_tokens"])
+                                    for t in content:
+                                        self.assertEqual(len(t["top_logprobs"]), 3)
+                                        self.assertEqual(t["top_logprobs"][0]["token"],
+                                                         t["token"])
+                                elif "n" in body:
+                                    self.assertEqual(len(c["logprobs"]["tokens"]),
+                                                     body["max_tokens"])
+                            self.assertEqual(r["usage"]["completion_tokens"],
+                                             body.get("n", 1) * body["max_tokens"])
+                        if op["api"] == "completions" and "n" not in body:
+                            # echo: the prompt, then the text; logprobs for both.
+                            self.assertTrue(r["choices"][0]["text"].startswith("echo me"))
+                            lp = r["choices"][0]["logprobs"]
+                            self.assertEqual(len(lp["tokens"]), len("echo me") + 2)
+                            self.assertIsNone(lp["token_logprobs"][0])
+                            continue
+                        # Each choice samples its own tokens.
+                        self.assertEqual(len({tuple(c) for c in choices}), body["n"])
+                        experts = nvext["routed_experts"]
+                        self.assertEqual(len(experts), body["n"])
+                        for e, out in zip(experts, choices):
+                            self.assertEqual(e["start"], start)
+                            np.testing.assert_array_equal(
+                                decode(e),
+                                formula_experts(prompt_ids + out, start, LAYERS, TOPK, EXPERTS))
+                    self.assertEqual(gw.metric("kvgate_routed_experts_invalid_total"), 0)
+                finally:
+                    gw.close()
+                    m.close()
+
     def test_missing_routed_experts_is_null_and_counted(self):
         m = Mocker()  # no MoE: the engine returns none
         gw = Gateway(config={"workers": [worker_config(m)],

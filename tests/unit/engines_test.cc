@@ -18,15 +18,17 @@ TEST(Engines, AskAndTakeRoutedExperts) {
   engines::AskForRoutedExperts(engines::EngineKind::kSglang, 2, sg);
   EXPECT_EQ(sg.at("routed_experts_start_len"), 2);
 
-  json::value holder;
+  std::vector<engines::ChoiceExperts> found;
   uint64_t start = 0;
   json::object vllm =
       json::parse(
           R"({"choices":[{"text":"a","routed_experts":"k05V","routed_experts_prompt_start":4}],
           "usage":{"prompt_tokens":9,"completion_tokens":2}})")
           .as_object();
-  ASSERT_TRUE(engines::TakeRoutedExperts(vllm, holder, &start));
-  EXPECT_EQ(holder, "k05V");
+  ASSERT_TRUE(engines::TakeRoutedExperts(vllm, found, &start));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].native, "k05V");
+  EXPECT_EQ(found[0].choice, 0u);
   EXPECT_EQ(start, 4u);
   EXPECT_FALSE(vllm.at("choices").as_array()[0].as_object().contains("routed_experts"));
   engines::TokenCounts counts;
@@ -38,11 +40,24 @@ TEST(Engines, AskAndTakeRoutedExperts) {
       json::parse(
           R"({"choices":[],"sglext":{"routed_experts":"AAAA","routed_experts_start_len":1}})")
           .as_object();
-  ASSERT_TRUE(engines::TakeRoutedExperts(sglang, holder, &start));
+  found.clear();
+  ASSERT_TRUE(engines::TakeRoutedExperts(sglang, found, &start));
   EXPECT_EQ(start, 1u);
   EXPECT_FALSE(sglang.contains("sglext"));
   json::object none = json::parse(R"({"choices":[{"text":"a"}]})").as_object();
-  EXPECT_FALSE(engines::TakeRoutedExperts(none, holder, &start));
+  found.clear();
+  EXPECT_FALSE(engines::TakeRoutedExperts(none, found, &start));
+  // n > 1: each choice's own, by its index (vLLM in the choice, SGLang in its sglext).
+  json::object many = json::parse(R"({"choices":[{"index":1,"routed_experts":"B"},
+                                 {"index":0,"sglext":{"routed_experts":"A"}}]})")
+                          .as_object();
+  ASSERT_TRUE(engines::TakeRoutedExperts(many, found, &start));
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].choice, 1u);
+  EXPECT_EQ(found[0].native, "B");
+  EXPECT_EQ(found[1].choice, 0u);
+  EXPECT_EQ(found[1].native, "A");
+  EXPECT_FALSE(many.at("choices").as_array()[1].as_object().contains("sglext"));
 }
 
 TEST(Engines, TraitsTableNamesEveryEngineOnce) {

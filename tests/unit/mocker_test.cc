@@ -71,7 +71,7 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   cfg.block_size = 16;
   Engine e(cfg);
   kv::PrefixIndex index(16);
-  ASSERT_TRUE(e.Submit({1, Prompt(0, 40), 4, "", ""}));
+  ASSERT_TRUE(e.Submit({1, Prompt(0, 40), 4, "", "", 0}));
   auto out = RunToIdle(e, &index);
   ASSERT_EQ(out[1].size(), 4u);
   const auto first_run = out[1];
@@ -79,14 +79,14 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   EXPECT_EQ(out[1][0].cached_tokens, 0u);
   EXPECT_TRUE(out[1][3].finished);
 
-  ASSERT_TRUE(e.Submit({2, Prompt(0, 40), 4, "", ""}));
+  ASSERT_TRUE(e.Submit({2, Prompt(0, 40), 4, "", "", 0}));
   out = RunToIdle(e, &index);
   EXPECT_EQ(out[2][0].cached_tokens, 32u);  // blocks 0-1; (40 - 1) / 16 = 2
   // Same prompt, same deterministic completion.
   ASSERT_EQ(out[2].size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[2][i].token, first_run[i].token);
 
-  ASSERT_TRUE(e.Submit({3, Prompt(0, 32), 1, "", ""}));
+  ASSERT_TRUE(e.Submit({3, Prompt(0, 32), 1, "", "", 0}));
   out = RunToIdle(e, &index);
   EXPECT_EQ(out[3][0].cached_tokens, 16u);  // (32 - 1) / 16 = 1 block
 
@@ -109,7 +109,7 @@ TEST(Engine, EagleEventsMatchEagleHashes) {
   cfg.eagle = true;
   Engine e(cfg);
   kv::PrefixIndex index(16);
-  ASSERT_TRUE(e.Submit({1, Prompt(0, 48), 4, "", ""}));
+  ASSERT_TRUE(e.Submit({1, Prompt(0, 48), 4, "", "", 0}));
   auto out = RunToIdle(e, &index);
   ASSERT_EQ(out[1].size(), 4u);
   EXPECT_TRUE(index.has_eagle_blocks());
@@ -140,7 +140,7 @@ TEST(Engine, EvictionEventsKeepTheIndexExact) {
   Engine e(cfg);
   kv::PrefixIndex index(4);
   for (uint64_t id = 0; id < 30; ++id) {
-    ASSERT_TRUE(e.Submit({id, Prompt(static_cast<uint32_t>(id % 7) * 100, 17), 3, "", ""}));
+    ASSERT_TRUE(e.Submit({id, Prompt(static_cast<uint32_t>(id % 7) * 100, 17), 3, "", "", 0}));
     RunToIdle(e, &index);
   }
   EXPECT_EQ(index.Stats().entries, e.pool().cached());
@@ -162,7 +162,7 @@ TEST(Engine, SimulatedTimeIsTheFormulaSum) {
   cfg.block_size = 16;
   cfg.timing.speedup = 2;
   Engine e(cfg);
-  ASSERT_TRUE(e.Submit({7, Prompt(5, 100), 3, "", ""}));
+  ASSERT_TRUE(e.Submit({7, Prompt(5, 100), 3, "", "", 0}));
   double total = 0;
   RunToIdle(e, nullptr, &total);
   auto prefill = [](double t) { return 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142; };
@@ -180,8 +180,8 @@ TEST(Engine, PreemptsUnderPressureAndFinishesEverything) {
   cfg.max_num_batched_tokens = 16;
   Engine e(cfg);
   for (uint64_t id = 0; id < 6; ++id)
-    ASSERT_TRUE(e.Submit({id, Prompt(id * 1000, 30), 20, "", ""}));
-  EXPECT_FALSE(e.Submit({99, Prompt(0, 100), 1, "", ""}));  // can never fit
+    ASSERT_TRUE(e.Submit({id, Prompt(id * 1000, 30), 20, "", "", 0}));
+  EXPECT_FALSE(e.Submit({99, Prompt(0, 100), 1, "", "", 0}));  // can never fit
   auto out = RunToIdle(e, nullptr);
   ASSERT_EQ(out.size(), 6u);
   for (auto& [id, outputs] : out) {
