@@ -104,7 +104,7 @@ int Listen(const std::string& endpoint, const std::string& replay, uint32_t bloc
         PrintBatch(batch, std::cout);
         std::cout.flush();
       });
-  subscriber.AddWorker({0, endpoint, replay});
+  subscriber.AddWorker({0, endpoint, replay, std::nullopt});
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   return 0;
 }

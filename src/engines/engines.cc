@@ -35,6 +35,10 @@ constexpr Traits kEngines[] = {
      "routed_experts_prompt_start", ExpertsForm::kJsonLists},
     {EngineKind::kSglang, "sglang", wire::EventFormat::kSglang, "routed_experts_start_len",
      ExpertsForm::kInt32Base64},
+    // Its events read like vLLM's (hashes often negative int64); its OpenAI server returns no
+    // routed experts.
+    {EngineKind::kTrtllm, "trtllm", wire::EventFormat::kVllmMap, "", ExpertsForm::kNone,
+     /*events_per_rank=*/true},
 };
 
 constexpr bool TableInEnumOrder() {
@@ -58,9 +62,23 @@ std::optional<EngineKind> ParseEngineKind(std::string_view name) {
 
 std::string_view EngineName(EngineKind kind) { return TraitsOf(kind).name; }
 
-std::string_view EngineNames() { return "vllm|vllm-lists|sglang"; }
+std::string_view EngineNames() { return "vllm|vllm-lists|sglang|trtllm"; }
+
+std::string OffsetPort(std::string_view endpoint, uint32_t offset) {
+  const size_t colon = endpoint.rfind(':');
+  uint32_t port = 0;
+  const std::string_view digits =
+      colon == std::string_view::npos ? std::string_view{} : endpoint.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5) return std::string(endpoint);
+  for (char ch : digits) {
+    if (ch < '0' || ch > '9') return std::string(endpoint);
+    port = port * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  return std::string(endpoint.substr(0, colon + 1)) + std::to_string(port + offset);
+}
 
 void AskForRoutedExperts(EngineKind kind, uint64_t start, json::object& body) {
+  if (TraitsOf(kind).experts_form == ExpertsForm::kNone) return;
   body["return_routed_experts"] = true;
   if (start != 0) body[TraitsOf(kind).experts_start_field] = start;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,7 @@ enum class EngineKind : uint8_t {
   kVllm,
   kVllmLists,  // vLLM returning routed experts as nested JSON lists (older releases)
   kSglang,
+  kTrtllm,  // TensorRT-LLM (trtllm-serve)
 };
 
 // How an engine's response carries routed experts.
@@ -26,6 +28,7 @@ enum class ExpertsForm : uint8_t {
   kNpyBase64,    // vLLM: base64 of .npy bytes in choices[i].routed_experts
   kJsonLists,    // vLLM: [[[e] x top_k] x layers] x rows in choices[i].routed_experts
   kInt32Base64,  // SGLang: base64 int32 bytes in sglext (OpenAI) / meta_info (/generate)
+  kNone,         // the engine cannot return them (asking adds nothing; the answer is null)
 };
 
 struct Traits {
@@ -36,6 +39,9 @@ struct Traits {
   // name in the response reports what the engine applied.
   std::string_view experts_start_field;
   ExpertsForm experts_form;
+  // Each data-parallel rank publishes on its own ports (the configured ones + rank) rather
+  // than all ranks on one socket with data_parallel_rank in each batch.
+  bool events_per_rank = false;
 };
 
 const Traits& TraitsOf(EngineKind kind);
@@ -44,6 +50,10 @@ std::optional<EngineKind> ParseEngineKind(std::string_view name);
 std::string_view EngineName(EngineKind kind);
 // "vllm|vllm-lists|sglang", for help texts and errors.
 std::string_view EngineNames();
+
+// "tcp://host:5557" with its port + `offset` ("tcp://host:5559" for offset 2); an
+// endpoint without a numeric port is returned as it is.
+std::string OffsetPort(std::string_view endpoint, uint32_t offset);
 
 // Adds to a request body what makes the engine return routed experts, skipping the first
 // `start` prompt rows: `return_routed_experts` and the engine's start field.

@@ -41,6 +41,7 @@ class Subscriber::Stream : public StreamActions {
   }
 
   uint32_t worker() const { return endpoints_.worker; }
+  std::optional<uint32_t> dp_rank() const { return endpoints_.dp_rank; }
   zmq::socket_t& sub() { return sub_; }
   zmq::socket_t* dealer() { return dealer_ ? &*dealer_ : nullptr; }
   const WorkerStreamStats& stats() {
@@ -124,7 +125,8 @@ class Subscriber::Stream : public StreamActions {
       }
       return;
     }
-    const kv::WorkerKey key{worker(), dp < 0 ? 0u : static_cast<uint32_t>(dp)};
+    const kv::WorkerKey key{worker(),
+                            endpoints_.dp_rank.value_or(dp < 0 ? 0u : static_cast<uint32_t>(dp))};
     if (owner_.index_ != nullptr) owner_.index_->ApplyBatch(key, batch_, stats_.apply);
     if (owner_.observer_) owner_.observer_(worker(), seq, batch_);
   }
@@ -133,7 +135,13 @@ class Subscriber::Stream : public StreamActions {
     if (g_bad_input_log.Allow()) {  // an engine flapping restarts must not flood the log
       Log(LogLevel::kInfo, "worker {}: event sequence restarted; dropping its blocks", worker());
     }
-    if (owner_.index_ != nullptr) owner_.index_->RemoveWorker(worker());
+    if (owner_.index_ == nullptr) return;
+    if (endpoints_.dp_rank) {
+      // One rank's publisher restarted: its blocks go, the other ranks' stay.
+      owner_.index_->ClearWorker({worker(), *endpoints_.dp_rank});
+    } else {
+      owner_.index_->RemoveWorker(worker());
+    }
   }
 
   void RequestReplay(uint64_t from) override {
@@ -194,7 +202,7 @@ void Subscriber::AddWorker(const WorkerEndpoints& endpoints) {
 
 void Subscriber::RemoveWorker(uint32_t worker) {
   std::lock_guard lock(mu_);
-  commands_.push_back({false, WorkerEndpoints{worker, {}, {}}});
+  commands_.push_back({false, WorkerEndpoints{worker, {}, {}, std::nullopt}});
 }
 
 std::vector<std::pair<uint32_t, WorkerStreamStats>> Subscriber::Stats() const {
@@ -210,7 +218,9 @@ void Subscriber::ProcessCommands() {
   }
   for (const Command& c : commands) {
     const uint32_t worker = c.endpoints.worker;
-    std::erase_if(streams_, [&](const auto& s) { return s->worker() == worker; });
+    std::erase_if(streams_, [&](const auto& s) {
+      return s->worker() == worker && (!c.add || s->dp_rank() == c.endpoints.dp_rank);
+    });
     if (c.add) {
       try {
         streams_.push_back(std::make_unique<Stream>(*this, c.endpoints));
@@ -221,10 +231,14 @@ void Subscriber::ProcessCommands() {
     } else if (index_ != nullptr) {
       index_->RemoveWorker(worker);
     }
-    std::lock_guard lock(mu_);
-    std::erase_if(stats_, [&](const auto& s) { return s.first == worker; });
-    if (c.add) stats_.emplace_back(worker, WorkerStreamStats{});
   }
+  PublishStats();
+}
+
+void Subscriber::PublishStats() {
+  std::lock_guard lock(mu_);
+  stats_.clear();
+  for (auto& s : streams_) stats_.emplace_back(s->worker(), s->stats());
 }
 
 void Subscriber::Run() {
@@ -266,12 +280,7 @@ void Subscriber::Run() {
     }
     const auto now = std::chrono::steady_clock::now();
     for (auto& s : streams_) s->CheckTimers(now);
-    std::lock_guard lock(mu_);
-    for (auto& s : streams_) {
-      for (auto& [worker, stats] : stats_) {
-        if (worker == s->worker()) stats = s->stats();
-      }
-    }
+    PublishStats();
   }
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,10 @@ struct WorkerEndpoints {
   uint32_t worker = 0;
   std::string events;  // e.g. tcp://127.0.0.1:5557
   std::string replay;  // e.g. tcp://127.0.0.1:5558; empty: no replay
+  // Set when these endpoints carry one data-parallel rank's events (TensorRT-LLM publishes
+  // each attention-DP rank on its own port): that rank, whatever the batches say. A worker
+  // then has one stream per rank.
+  std::optional<uint32_t> dp_rank;
 };
 
 struct WorkerStreamStats {
@@ -53,10 +58,12 @@ class Subscriber {
   Subscriber(const Subscriber&) = delete;
   Subscriber& operator=(const Subscriber&) = delete;
 
+  // Adds a stream (replacing the worker's stream for the same rank, if any).
   void AddWorker(const WorkerEndpoints& endpoints);
-  // Stops listening to `worker` and drops its blocks from the index.
+  // Stops listening to `worker` (every stream) and drops its blocks from the index.
   void RemoveWorker(uint32_t worker);
 
+  // One entry per stream: a worker with a stream per rank has several.
   std::vector<std::pair<uint32_t, WorkerStreamStats>> Stats() const;
 
  private:
@@ -67,6 +74,7 @@ class Subscriber {
   };
   void Run();
   void ProcessCommands();
+  void PublishStats();
 
   kv::PrefixIndex* index_;
   const SubscriberOptions options_;

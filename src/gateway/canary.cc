@@ -53,12 +53,13 @@ struct EventCounts {
 };
 
 EventCounts CountsOf(const events::Subscriber& subscriber, uint32_t worker) {
+  EventCounts counts;  // (summed over the worker's streams: one per rank for some engines)
   for (const auto& [id, stats] : subscriber.Stats()) {
     if (id != worker) continue;
-    return {stats.events[static_cast<size_t>(wire::EventKind::kStored)],
-            stats.apply.block_size_mismatch + stats.apply.token_count_mismatch};
+    counts.stored += stats.events[static_cast<size_t>(wire::EventKind::kStored)];
+    counts.skipped_for_size += stats.apply.block_size_mismatch + stats.apply.token_count_mismatch;
   }
-  return {};
+  return counts;
 }
 
 }  // namespace

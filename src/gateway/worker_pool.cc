@@ -47,12 +47,25 @@ Status WorkerPool::Add(const WorkerConfig& config) {
   w->config = config;
   if (Status s = http::ParseBaseUrl(config.url, &w->endpoint); !s.ok()) return s;
   for (uint32_t rank = 0; rank < config.dp_size; ++rank) router_.AddWorker({w->id, rank});
-  if (!config.kv_events.empty()) {
-    subscriber_.AddWorker({w->id, config.kv_events, config.kv_replay});
-  }
+  Subscribe(*w);
   workers_.push_back(std::move(w));
   health_.push_back(std::make_unique<Health>());
   return Status::Ok();
+}
+
+void WorkerPool::Subscribe(const Worker& w) {
+  const WorkerConfig& c = w.config;
+  if (c.kv_events.empty()) return;
+  if (!engines::TraitsOf(c.engine).events_per_rank || c.dp_size == 1) {
+    subscriber_.AddWorker({w.id, c.kv_events, c.kv_replay, std::nullopt});
+    return;
+  }
+  // One publisher per rank, on the configured ports + rank.
+  for (uint32_t rank = 0; rank < c.dp_size; ++rank) {
+    subscriber_.AddWorker({w.id, engines::OffsetPort(c.kv_events, rank),
+                           c.kv_replay.empty() ? "" : engines::OffsetPort(c.kv_replay, rank),
+                           rank});
+  }
 }
 
 bool WorkerPool::healthy(uint32_t id) const { return health_[id]->healthy; }
@@ -100,7 +113,7 @@ void WorkerPool::SetHealthy(uint32_t id, bool healthy) {
   if (!w.config.kv_events.empty()) {
     // Down: its blocks leave the index. Back: a fresh stream rebuilds them from events.
     if (healthy) {
-      subscriber_.AddWorker({id, w.config.kv_events, w.config.kv_replay});
+      Subscribe(w);
     } else {
       subscriber_.RemoveWorker(id);
     }

@@ -52,6 +52,7 @@ class WorkerPool {
   void ReportFailure(uint32_t id, Check check, std::string_view why);
 
  private:
+  void Subscribe(const Worker& w);  // to its KV events, if it publishes them
   void SetHealthy(uint32_t id, bool healthy);
   void HealthLoop();
 

@@ -500,6 +500,8 @@ struct MockerServer::Impl {
               json::parse(ExpertsJsonLists(all, p.experts_start, options.moe));
         }
         break;
+      case engines::ExpertsForm::kNone:
+        break;
     }
   }
 

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +22,7 @@ import urllib.request
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from kvgate_test import KVGATE, Mocker, formula_experts, main  # noqa: E402
+from kvgate_test import KVGATE, Mocker, formula_experts, free_port, main  # noqa: E402
 
 HERE = os.path.dirname(__file__)
 LAYERS, TOPK, EXPERTS = 3, 2, 300  # > 256 experts: vLLM's .npy comes as uint16
@@ -416,6 +417,42 @@ class GatewayTest(unittest.TestCase):
                     gw.close()
                     for m in mockers:
                         m.close()
+
+    def test_trtllm_ranks_publish_on_their_own_ports(self):
+        # TensorRT-LLM publishes each attention-DP rank's KV events on the configured ports +
+        # rank. Two mockers stand for ranks 0 and 1; their batches all say rank 0: the port
+        # decides.
+        def consecutive_free_ports():
+            for _ in range(50):
+                p = free_port()
+                try:
+                    with socket.socket() as s:
+                        s.bind(("127.0.0.1", p + 1))
+                    return p
+                except OSError:
+                    continue
+            raise AssertionError("no two consecutive free ports")
+        events, replay = consecutive_free_ports(), consecutive_free_ports()
+        ranks = [Mocker("--engine", "trtllm", "--dp-rank", "0",
+                        ports=(free_port(), events + r, replay + r)) for r in range(2)]
+        gw = Gateway(config={"workers": [{
+            "url": ranks[0].url, "engine": "trtllm", "dp_size": 2,
+            "kv_events": f"tcp://127.0.0.1:{events}", "kv_replay": f"tcp://127.0.0.1:{replay}"}]})
+        try:
+            prompt = text_prompt("rank-one", 200)
+            status, _ = ranks[1].post("/v1/completions", {"prompt": prompt, "max_tokens": 2})
+            self.assertEqual(status, 200)
+            gw.wait_metric("kvgate_index_size", lambda v: v >= 200 // BLOCK, what="blocks")
+            _, r = gw.post("/v1/completions", {
+                "prompt": prompt, "max_tokens": 2,
+                "nvext": {"extra_fields": ["worker_id", "cached_blocks", "routed_experts"]}})
+            self.assertEqual(r["nvext"]["dp_rank"], 1)
+            self.assertEqual(r["nvext"]["cached_blocks"], 200 // BLOCK)
+            self.assertIsNone(r["nvext"]["routed_experts"])  # TensorRT-LLM has none to give
+        finally:
+            gw.close()
+            for m in ranks:
+                m.close()
 
     def test_eagle_worker_blocks_are_matched(self):
         """An EAGLE engine hashes each block over one token more; once such a worker has

@@ -66,7 +66,14 @@ TEST(Engines, TraitsTableNamesEveryEngineOnce) {
     EXPECT_EQ(engines::EngineName(t.kind), t.name);
     EXPECT_NE(engines::EngineNames().find(t.name), std::string_view::npos) << t.name;
   }
-  EXPECT_EQ(engines::ParseEngineKind("trtllm"), std::nullopt);
+  EXPECT_EQ(engines::ParseEngineKind("tgi"), std::nullopt);
+  EXPECT_TRUE(engines::TraitsOf(engines::EngineKind::kTrtllm).events_per_rank);
+  EXPECT_EQ(engines::OffsetPort("tcp://10.0.0.1:5557", 2), "tcp://10.0.0.1:5559");
+  EXPECT_EQ(engines::OffsetPort("ipc:///tmp/kv", 2), "ipc:///tmp/kv");
+  // TensorRT-LLM returns no routed experts: asking adds nothing to its body.
+  json::object body;
+  engines::AskForRoutedExperts(engines::EngineKind::kTrtllm, 3, body);
+  EXPECT_TRUE(body.empty());
   EXPECT_EQ(engines::TraitsOf(engines::EngineKind::kSglang).event_format,
             wire::EventFormat::kSglang);
   EXPECT_EQ(engines::TraitsOf(engines::EngineKind::kVllmLists).experts_form,
