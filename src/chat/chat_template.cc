@@ -6,7 +6,6 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -91,46 +90,42 @@ namespace {
 // around a name), so its first occurrence in the output is where the first media part went.
 constexpr std::string_view kMediaMarker = "\x01\x02kvgate-media\x02\x01";
 
-Status RenderChecked(const json::value& request,
-                     const std::function<Status(const json::object&, const json::value&)>& apply) {
-  const json::object* body = request.if_object();
-  if (body == nullptr) return Status::InvalidArgument("the request must be a JSON object");
-  const json::value* messages = body->if_contains("messages");
+}  // namespace
+
+Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
+  return ApplyTo(request, nullptr, prompt);
+}
+
+Status ChatTemplate::RenderBeforeMedia(const json::value& request, std::string* prompt,
+                                       bool* cut) const {
+  MediaMarker media{kMediaMarker};
+  Status s = ApplyTo(request, &media, prompt);
+  // (Only a conversation with media is searched: most have none.)
+  const size_t at = s.ok() && media.used ? prompt->find(kMediaMarker) : std::string::npos;
+  *cut = at != std::string::npos;
+  if (*cut) prompt->resize(at);
+  return s;
+}
+
+Status ChatTemplate::ApplyTo(const json::value& request, MediaMarker* media,
+                             std::string* prompt) const {
+  const json::object* body_ptr = request.if_object();
+  if (body_ptr == nullptr) return Status::InvalidArgument("the request must be a JSON object");
+  const json::object& body = *body_ptr;
+  const json::value* messages = body.if_contains("messages");
   if (messages == nullptr || !messages->is_array()) {
     return Status::InvalidArgument("'messages' must be a list");
   }
+  Heap heap;
   try {
-    return apply(*body, *messages);
+    return ApplyTo(body, *messages, heap, media, prompt);
   } catch (const HeapExhausted& e) {  // (the template's own render catches it itself)
     return Status::Error(e.message());
   }
 }
 
-}  // namespace
-
-Status ChatTemplate::Render(const json::value& request, std::string* prompt) const {
-  return RenderChecked(request, [&](const json::object& body, const json::value& messages) {
-    Heap heap;
-    return ApplyTo(body, messages, heap, {}, prompt);
-  });
-}
-
-Status ChatTemplate::RenderBeforeMedia(const json::value& request, std::string* prompt,
-                                       bool* cut) const {
-  *cut = false;
-  return RenderChecked(request, [&](const json::object& body, const json::value& messages) {
-    Heap heap;
-    Status s = ApplyTo(body, messages, heap, kMediaMarker, prompt);
-    if (size_t at = prompt->find(kMediaMarker); s.ok() && at != std::string::npos) {
-      prompt->resize(at);
-      *cut = true;
-    }
-    return s;
-  });
-}
-
 Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messages, Heap& heap,
-                             std::string_view media_marker, std::string* prompt) const {
+                             MediaMarker* media, std::string* prompt) const {
   Value vars = heap.MakeDict(16);
   const json::value* tools = body.if_contains("tools");
   const bool use_tools_template = tool_use_template_ && tools && !tools->is_null();
@@ -139,7 +134,7 @@ Status ChatTemplate::ApplyTo(const json::object& body, const json::value& messag
   std::deque<json::value> parsed_arguments;
   Value msgs;
   if (Status s = TemplateMessages(heap, messages, use_tools_template ? tool_use_parts_ : parts_,
-                                  media_marker, parsed_arguments, &msgs);
+                                  media, parsed_arguments, &msgs);
       !s.ok()) {
     return s;
   }

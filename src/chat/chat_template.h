@@ -14,6 +14,8 @@
 
 namespace kvgate::chat {
 
+struct MediaMarker;
+
 class ChatTemplate {
  public:
   // Reads DIR/tokenizer_config.json (chat_template: a string, or a list of named templates)
@@ -31,11 +33,12 @@ class ChatTemplate {
   Status RenderBeforeMedia(const boost::json::value& request, std::string* prompt, bool* cut) const;
 
  private:
-  // Render's work once the request's shape is checked: the template's variables from the
-  // request, then the render; the values live in `heap`. (Not named Render*: the
-  // benchmark's callgrind command counts from the outer Render.)
+  // Render's work: the request's shape checked, then the template's variables from it and
+  // the render, the values living in one heap; media parts become `media`'s text when it is
+  // given. (Not named Render*: the benchmark's callgrind command counts from the outer Render.)
+  Status ApplyTo(const boost::json::value& request, MediaMarker* media, std::string* prompt) const;
   Status ApplyTo(const boost::json::object& body, const boost::json::value& messages, Heap& heap,
-                 std::string_view media_marker, std::string* prompt) const;
+                 MediaMarker* media, std::string* prompt) const;
 
   std::unique_ptr<Template> template_;
   std::unique_ptr<Template> tool_use_template_;  // null: template_ for every request

@@ -114,8 +114,7 @@ void ParseArguments(Heap& heap, Value& calls, std::deque<json::value>& parsed) {
 }  // namespace
 
 Status TemplateMessages(Heap& heap, const json::value& messages, bool content_as_parts,
-                        std::string_view media_marker, std::deque<json::value>& parsed,
-                        Value* out) {
+                        MediaMarker* media, std::deque<json::value>& parsed, Value* out) {
   const json::array& in = messages.as_array();
   List list;
   list.reserve(in.size());
@@ -137,7 +136,10 @@ Status TemplateMessages(Heap& heap, const json::value& messages, bool content_as
         Part p;
         bool keep;
         if (Status s = ReadPart(pv, &p, &keep); !s.ok()) return s;
-        if (!p.is_text && !media_marker.empty()) p = {true, media_marker, {}};
+        if (!p.is_text && media != nullptr) {
+          p = {true, media->text, {}};
+          media->used = true;
+        }
         if (keep) parts.push_back(p);
       }
     } else if (content != nullptr && !content->is_null()) {

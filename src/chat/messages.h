@@ -13,11 +13,16 @@
 
 namespace kvgate::chat {
 
+// Text to stand for each media part of a conversation; `used` tells whether one did.
+struct MediaMarker {
+  std::string_view text;
+  bool used = false;
+};
+
 // `messages` must be a JSON array; each message an object (else an error). Values view
-// the JSON's strings; JSON parsed from tool-call arguments is kept in `parsed`. With a
-// `media_marker`, each media part becomes a text part holding it.
+// the JSON's strings; JSON parsed from tool-call arguments is kept in `parsed`. With
+// `media`, each media part becomes a text part holding its text.
 Status TemplateMessages(Heap& heap, const boost::json::value& messages, bool content_as_parts,
-                        std::string_view media_marker, std::deque<boost::json::value>& parsed,
-                        Value* out);
+                        MediaMarker* media, std::deque<boost::json::value>& parsed, Value* out);
 
 }  // namespace kvgate::chat
