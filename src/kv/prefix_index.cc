@@ -203,26 +203,24 @@ void PrefixIndex::MapRemoved(uint32_t slot, const wire::DecodedBatch& batch, con
       ++stats.unknown_removal;
       continue;
     }
-    // One copy of several went: the block stays. The engine's own count wins over ours.
+    // Copies still held once this one goes: the engine's own count wins over ours. While
+    // any is left, the block stays.
     const std::pair<uint64_t, uint8_t> copy_key{engine_hash, static_cast<uint8_t>(e.medium)};
+    uint32_t left = 0;
     if (!copies_left.empty()) {
-      if (copies_left[i] > 0) {
-        if (copies_left[i] > 1) {
-          wb.extra_copies[copy_key] = copies_left[i] - 1;
-        } else {
-          wb.extra_copies.erase(copy_key);
-        }
-        ++stats.copies_removed;
-        continue;
-      }
-      wb.extra_copies.erase(copy_key);
+      left = copies_left[i];
     } else if (!wb.extra_copies.empty()) {
       auto copies = wb.extra_copies.find(copy_key);
-      if (copies != wb.extra_copies.end()) {
-        if (--copies->second == 0) wb.extra_copies.erase(copies);
-        ++stats.copies_removed;
-        continue;
-      }
+      if (copies != wb.extra_copies.end()) left = copies->second;
+    }
+    if (left > 1) {
+      wb.extra_copies[copy_key] = left - 1;
+    } else if (!wb.extra_copies.empty()) {
+      wb.extra_copies.erase(copy_key);
+    }
+    if (left > 0) {
+      ++stats.copies_removed;
+      continue;
     }
     node_ops_.push_back({it->second, 0, engine_hash});
   }
