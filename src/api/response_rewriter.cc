@@ -92,13 +92,9 @@ void ResponseRewriter::OnEvent(std::string_view event, const Write& write) {
   if (options_.drop_usage && chunk.erase("usage")) modified = true;
   if (modified && IsEmptyChunk(chunk)) return;
   if (adds_nvext_ && !final_flushed_ && IsFinalChunk(chunk)) {
-    if (final_chunk_) {
-      // Several choices each finish: nvext goes with the last to finish, so the one held
-      // goes out as it was, with what came after it.
-      write(SseEvent(json::serialize(*final_chunk_)));
-      for (std::string& e : after_final_) write(std::move(e));
-      after_final_.clear();
-    }
+    // Several choices each finish: nvext goes with the last to finish, so one held already
+    // goes out as it was.
+    if (final_chunk_) WriteHeld(std::move(*final_chunk_), write);
     final_chunk_ = std::move(chunk);
     return;
   }
@@ -125,8 +121,12 @@ void ResponseRewriter::FlushFinal(bool complete, const Write& write) {
   if (!complete && !final_chunk_) return;  // cut short before the end: nothing to finish
   json::object chunk =
       final_chunk_ ? std::move(*final_chunk_) : json::object{{"choices", json::array{}}};
-  final_chunk_.reset();
   chunk["nvext"] = Nvext(complete);
+  WriteHeld(std::move(chunk), write);
+}
+
+void ResponseRewriter::WriteHeld(json::object chunk, const Write& write) {
+  final_chunk_.reset();
   write(SseEvent(json::serialize(chunk)));
   for (std::string& e : after_final_) write(std::move(e));
   after_final_.clear();

@@ -65,6 +65,8 @@ class ResponseRewriter {
   void FlushFinal(bool complete, const Write& write);
   // An event for the client: now, or after the final chunk while that one is held.
   void PassOn(std::string event, const Write& write);
+  // The held final chunk (now `chunk`) goes out, then what was held behind it.
+  void WriteHeld(boost::json::object chunk, const Write& write);
   boost::json::object Nvext(bool complete);
   boost::json::value ExpertsOfEveryChoice(const ExpertsContext& context, std::string* problem);
   void Keep(std::vector<engines::ChoiceExperts>& found);
