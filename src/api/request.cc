@@ -55,14 +55,7 @@ void ReadFields(Api api, const json::object& o, InferenceRequest* r) {
       r->routed_experts_start = static_cast<uint64_t>(s->as_int64());
     }
   }
-  if (api != Api::kGenerate) {
-    if (const json::value* n = Field(o, "n")) {
-      if (!n->is_int64() || n->as_int64() < 1 || n->as_int64() > UINT32_MAX) {
-        throw BadField{"'n' must be a positive integer"};
-      }
-      r->n = static_cast<uint32_t>(n->as_int64());
-    }
-  }
+  if (api != Api::kGenerate) r->n = PositiveCount(o, "n").value_or(1);
   switch (api) {
     case Api::kCompletions:
       r->max_tokens = PositiveCount(o, "max_tokens");

@@ -1,6 +1,7 @@
 #include "engines/engines.h"
 
 #include <boost/json.hpp>
+#include <charconv>
 
 namespace kvgate::engines {
 namespace {
@@ -62,17 +63,23 @@ std::optional<EngineKind> ParseEngineKind(std::string_view name) {
 
 std::string_view EngineName(EngineKind kind) { return TraitsOf(kind).name; }
 
-std::string_view EngineNames() { return "vllm|vllm-lists|sglang|trtllm"; }
+std::string_view EngineNames() {
+  static const std::string names = [] {
+    std::string joined;
+    for (const Traits& t : kEngines) joined.append(joined.empty() ? "" : "|").append(t.name);
+    return joined;
+  }();
+  return names;
+}
 
 std::string OffsetPort(std::string_view endpoint, uint32_t offset) {
   const size_t colon = endpoint.rfind(':');
+  if (colon == std::string_view::npos) return std::string(endpoint);
+  const std::string_view digits = endpoint.substr(colon + 1);
   uint32_t port = 0;
-  const std::string_view digits =
-      colon == std::string_view::npos ? std::string_view{} : endpoint.substr(colon + 1);
-  if (digits.empty() || digits.size() > 5) return std::string(endpoint);
-  for (char ch : digits) {
-    if (ch < '0' || ch > '9') return std::string(endpoint);
-    port = port * 10 + static_cast<uint32_t>(ch - '0');
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (ec != std::errc() || end != digits.data() + digits.size() || digits.size() > 5) {
+    return std::string(endpoint);
   }
   return std::string(endpoint.substr(0, colon + 1)) + std::to_string(port + offset);
 }

@@ -48,7 +48,7 @@ const Traits& TraitsOf(EngineKind kind);
 std::span<const Traits> AllEngines();
 std::optional<EngineKind> ParseEngineKind(std::string_view name);
 std::string_view EngineName(EngineKind kind);
-// "vllm|vllm-lists|sglang", for help texts and errors.
+// Every engine's name, joined by '|' ("vllm|vllm-lists|..."), for help texts and errors.
 std::string_view EngineNames();
 
 // "tcp://host:5557" with its port + `offset` ("tcp://host:5559" for offset 2); an
