@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "wire/decode.h"
 #include "wire/seq_frame.h"
+#include "wire/zmq_poll.h"
 
 namespace kvgate::events {
 namespace {
@@ -261,7 +262,7 @@ void Subscriber::Run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
+    wire::PollIgnoringSignals(items.data(), items.size(), std::chrono::milliseconds(50));
     for (size_t i = 0; i < items.size(); ++i) {
       if (!(items[i].revents & ZMQ_POLLIN)) continue;
       auto [stream, is_replay] = owners[i];

@@ -6,6 +6,7 @@
 #include <zmq_addon.hpp>
 
 #include "wire/seq_frame.h"
+#include "wire/zmq_poll.h"
 
 namespace kvgate::mocker {
 namespace {
@@ -73,7 +74,7 @@ void EventPublisher::ServeReplay() {
   std::vector<zmq::message_t> frames;
   while (!stop_) {
     zmq::pollitem_t item{router.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    wire::PollIgnoringSignals(&item, 1, std::chrono::milliseconds(100));
     if (!(item.revents & ZMQ_POLLIN)) continue;
     frames.clear();
     if (!zmq::recv_multipart(router, std::back_inserter(frames), zmq::recv_flags::dontwait))

@@ -959,5 +959,21 @@ class GatewayTest(unittest.TestCase):
             gw.close()
 
 
+    def test_a_stop_signal_on_any_thread_exits_cleanly(self):
+        # SIGTERM can land on any thread; one blocked in a ZMQ poll (the event subscriber,
+        # a mock worker's replay server) must take it as a wakeup, not abort the process.
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        sys_tgkill = 234  # x86_64
+        gw = Gateway("--mock-workers", "2")
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{gw.proc.pid}/task")]
+            self.assertGreater(len(tids), 3)
+            for tid in tids:
+                libc.syscall(sys_tgkill, gw.proc.pid, tid, signal.SIGTERM)
+            self.assertEqual(gw.proc.wait(30), 0)
+        finally:
+            gw.close()
+
 if __name__ == "__main__":
     main()
