@@ -24,6 +24,7 @@ struct ServeFlags {
   std::optional<double> mock_speedup;
   std::vector<std::string> workers, api_keys;
   std::optional<std::string> api_keys_file;
+  std::optional<std::string> etcd, etcd_prefix, nats, cluster_name, replica_id;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -76,6 +77,7 @@ Status StartMockFleet(const api::ModelFiles& files, gateway::GatewayConfig& c,
     w.engine = m.engine;
     w.kv_events = member.kv_events;
     w.kv_replay = member.kv_replay;
+    if (Status s = discovery::FinishWorkerRecord(&w); !s.ok()) return s;
     c.workers.push_back(w);
   }
   return Status::Ok();
@@ -122,6 +124,11 @@ int RunServe(const ServeFlags& f) {
   }
   for (const std::string& key : f.api_keys) c.api_keys.push_back(key);
   if (f.api_keys_file) c.api_keys_file = *f.api_keys_file;
+  if (f.etcd) c.fleet.etcd_url = *f.etcd;
+  if (f.etcd_prefix) c.fleet.etcd_prefix = *f.etcd_prefix;
+  if (f.nats) c.fleet.nats_url = *f.nats;
+  if (f.cluster_name) c.fleet.cluster_name = *f.cluster_name;
+  if (f.replica_id) c.fleet.replica_id = *f.replica_id;
   if (c.model_dir.empty() && c.mock.count > 0) c.model_dir = DefaultModelDir();
   if (Status s = gateway::FinishConfig(&c); !s.ok()) {
     std::cerr << "kvgate serve: " << s.message() << '\n';
@@ -155,9 +162,8 @@ int RunServe(const ServeFlags& f) {
             << ", model " << c.models.front()
             << (c.model_dir.empty() ? std::string(", no tokenizer") : ", tokenizer " + c.model_dir)
             << ")\n";
-  const auto urls = gw.worker_urls();
-  for (size_t i = 0; i < urls.size(); ++i) {
-    std::cout << "  worker " << i << ": " << urls[i] << '\n';
+  for (const gateway::WorkerConfig& w : c.workers) {
+    std::cout << "  worker " << w.id << ": " << w.url << '\n';
   }
   std::cout << std::flush;
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -190,6 +196,11 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--block-size", f.block_size, "Tokens per KV block (default 16)")
       ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--max-body", f.max_body, "Largest request body in bytes (default 32 MiB; 413)");
+  cmd->add_option("--etcd", f.etcd, "Discover workers in etcd (http://host:2379)");
+  cmd->add_option("--etcd-prefix", f.etcd_prefix, "etcd key prefix (default /kvgate)");
+  cmd->add_option("--nats", f.nats, "Share load with other replicas over NATS (nats://host:4222)");
+  cmd->add_option("--cluster-name", f.cluster_name, "Replicas of one cluster share load (default default)");
+  cmd->add_option("--replica-id", f.replica_id, "This replica's request-id origin, 1..65535 (default auto)");
   cmd->add_option("--api-key", f.api_keys, "Require this API key (repeatable)");
   cmd->add_option("--api-keys-file", f.api_keys_file, "Require one of these keys (one per line)");
   cmd->callback([&exit_code] { exit_code = RunServe(f); });

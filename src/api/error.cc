@@ -18,6 +18,8 @@ constexpr HttpError kErrors[] = {
     {StatusCode::kUnauthenticated, 401, "authentication_error"},
     {StatusCode::kPermissionDenied, 403, "permission_error"},
     {StatusCode::kNotFound, 404, "not_found_error"},
+    {StatusCode::kAlreadyExists, 409, "conflict_error"},
+    {StatusCode::kFailedPrecondition, 422, "invalid_request_error"},  // valid, but not here
     {StatusCode::kUnimplemented, 405, "invalid_request_error"},  // method not allowed
     {StatusCode::kOutOfRange, 413, "invalid_request_error"},     // body too large
     {StatusCode::kResourceExhausted, 429, "rate_limit_error"},

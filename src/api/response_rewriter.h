@@ -34,7 +34,7 @@ struct RewriteOptions {
   // The request's `n`: with more than one choice, routed experts are a list in choice order.
   uint32_t choices = 1;
   // What only the gateway knows: where the request went and what it expected there.
-  uint32_t worker_id = 0;
+  std::string worker_id;  // the worker record's id
   uint32_t dp_rank = 0;
   uint32_t cached_blocks = 0;
 };

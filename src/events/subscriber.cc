@@ -47,6 +47,8 @@ class Subscriber::Stream : public StreamActions {
   zmq::socket_t* dealer() { return dealer_ ? &*dealer_ : nullptr; }
   const WorkerStreamStats& stats() {
     stats_.stream = state_.counters();
+    caught_up_ |= !state_.replaying();
+    stats_.caught_up = caught_up_;
     return stats_;
   }
 
@@ -180,6 +182,7 @@ class Subscriber::Stream : public StreamActions {
   wire::DecodedBatch batch_;
   WorkerStreamStats stats_;
   TimePoint replay_deadline_{};
+  bool caught_up_ = false;
   TimePoint second_catch_up_{};
 };
 
@@ -234,6 +237,17 @@ void Subscriber::ProcessCommands() {
     }
   }
   PublishStats();
+}
+
+bool Subscriber::CaughtUp(uint32_t worker) const {
+  std::lock_guard lock(mu_);
+  bool any = false;
+  for (const auto& [w, stats] : stats_) {
+    if (w != worker) continue;
+    if (!stats.caught_up) return false;
+    any = true;
+  }
+  return any;
 }
 
 void Subscriber::PublishStats() {

@@ -37,6 +37,7 @@ struct WorkerStreamStats {
   std::array<uint64_t, 5> events{};  // by wire::EventKind
   uint64_t unknown_medium = 0;
   kv::ApplyStats apply;
+  bool caught_up = false;  // the first replay (of what the engine held before) is done
 };
 
 struct SubscriberOptions {
@@ -65,6 +66,9 @@ class Subscriber {
 
   // One entry per stream: a worker with a stream per rank has several.
   std::vector<std::pair<uint32_t, WorkerStreamStats>> Stats() const;
+  // Whether every stream of `worker` is subscribed and past its first replay (or has no
+  // replay to wait for): its blocks are in the index.
+  bool CaughtUp(uint32_t worker) const;
 
  private:
   class Stream;

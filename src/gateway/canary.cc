@@ -22,30 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kBlocks = 3;
 
-struct Reply {
-  Status status;
-  int code = 0;
-  std::string body;
-};
-
-// Collects one response for a thread that waits for it.
-class CollectSink : public http::ResponseSink {
- public:
-  void OnHeaders(int status, std::string_view) override { reply_.code = status; }
-  void OnBody(std::string_view data) override {
-    if (reply_.body.size() < (size_t{1} << 20)) reply_.body.append(data);
-  }
-  void OnDone(const Status& status) override {
-    reply_.status = status;
-    promise_.set_value(std::move(reply_));
-  }
-  std::future<Reply> Result() { return promise_.get_future(); }
-
- private:
-  Reply reply_;
-  std::promise<Reply> promise_;
-};
-
 // What the worker's event stream has done so far (the counters the canary compares).
 struct EventCounts {
   uint64_t stored = 0;
@@ -143,21 +119,18 @@ std::string CanaryRunner::Run(uint32_t worker_id) {
   const std::string body = json::serialize(request);
   // One completion; its counts, or why there are none.
   auto complete = [&](engines::TokenCounts* counts) -> std::string {
-    auto sink = std::make_shared<CollectSink>();
-    std::future<Reply> future = sink->Result();
     http::ClientRequest r;
     r.target = "/v1/completions";
     r.body = body;
     r.timeouts.first_byte = options_.request_timeout;
     if (worker.config.dp_size > 1) r.headers.emplace_back("X-data-parallel-rank", "0");
-    client_.Fetch(worker.endpoint, std::move(r), sink);
-    sink.reset();
+    std::future<http::WholeResponse> future = http::FetchWhole(client_, worker.endpoint, std::move(r));
     const auto deadline = Clock::now() + options_.request_timeout + std::chrono::seconds(5);
     while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
       if (Stopping()) return "error: the gateway is stopping";
       if (Clock::now() > deadline) return "error: no answer in time";
     }
-    Reply reply;
+    http::WholeResponse reply;
     try {
       reply = future.get();
     } catch (const std::future_error&) {  // the client shut down under it

@@ -4,9 +4,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <boost/json.hpp>
+#include <charconv>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace kvgate::gateway {
@@ -71,11 +73,21 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
           for (const YAML::Node& w : n) {
             WorkerConfig wc;
             ReadSection(w, "workers[]",
-                        {{"url", Into(wc.url)},
+                        {{"id", Into(wc.id)},
+                         {"url", Into(wc.url)},
                          {"engine", Engine(wc.engine)},
                          {"kv_events", Into(wc.kv_events)},
                          {"kv_replay", Into(wc.kv_replay)},
-                         {"dp_size", Into(wc.dp_size)}});
+                         {"dp_size", Into(wc.dp_size)},
+                         {"role",
+                          [&wc](const YAML::Node& r) {
+                            auto role = discovery::ParseRole(r.as<std::string>());
+                            if (!role) throw std::runtime_error("role must be both, prefill or decode");
+                            wc.role = *role;
+                          }},
+                         {"bootstrap_port", Into(wc.bootstrap_port)},
+                         {"model", Into(wc.model)},
+                         {"block_size", Into(wc.block_size)}});
             c.workers.push_back(std::move(wc));
           }
         }},
@@ -123,6 +135,17 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"max_connections", Into(l.max_connections)},
                        {"max_body_bytes_in_flight", Into(l.max_body_bytes_in_flight)},
                        {"offload_prompt_bytes", Into(l.offload_prompt_bytes)}});
+        }},
+       {"cluster",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "cluster",
+                      {{"nats", Into(c.fleet.nats_url)},
+                       {"name", Into(c.fleet.cluster_name)},
+                       {"replica_id", Into(c.fleet.replica_id)}});
+        }},
+       {"etcd",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "etcd", {{"url", Into(c.fleet.etcd_url)}, {"prefix", Into(c.fleet.etcd_prefix)}});
         }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)},
@@ -178,12 +201,25 @@ Status FinishConfig(GatewayConfig* c) {
   }
   if (c->models.empty()) c->models.push_back("kvgate-mock");
   if (c->block_size == 0) return Status::Error("block_size must be positive");
-  if (c->workers.empty() && c->mock.count == 0) {
-    return Status::Error("no workers: list them in the config or use --mock-workers N");
+  if (c->workers.empty() && c->mock.count == 0 && c->fleet.etcd_url.empty()) {
+    return Status::Error(
+        "no workers: list them in the config, use --mock-workers N, or --etcd URL");
   }
-  for (const WorkerConfig& w : c->workers) {
+  if (c->fleet.replica_id != "auto") {
+    uint32_t origin = 0;
+    const std::string& r = c->fleet.replica_id;
+    const auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), origin);
+    if (ec != std::errc() || end != r.data() + r.size() || origin == 0 || origin > 65535) {
+      return Status::Error("cluster.replica_id must be auto or a number in 1..65535");
+    }
+  }
+  std::set<std::string> ids;
+  for (WorkerConfig& w : c->workers) {
     if (w.url.empty()) return Status::Error("every worker needs a url");
-    if (w.dp_size == 0) return Status::Error("dp_size must be positive");
+    if (Status s = discovery::FinishWorkerRecord(&w); !s.ok()) return s;
+    if (!ids.insert(w.id).second) {
+      return Status::Error(fmt::format("two workers have the id '{}'", w.id));
+    }
   }
   return Status::Ok();
 }

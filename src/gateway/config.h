@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "common/status.h"
+#include "discovery/worker_record.h"
 #include "engines/engines.h"
 #include "routing/router.h"
 
 namespace kvgate::gateway {
 
-struct WorkerConfig {
-  std::string url;  // http://host:port of the engine's HTTP server
-  engines::EngineKind engine = engines::EngineKind::kVllm;
-  std::string kv_events;  // ZMQ PUB endpoint; empty: route on load alone for this worker
-  std::string kv_replay;  // ZMQ ROUTER endpoint; empty: gaps cannot be repaired
-  uint32_t dp_size = 1;   // data-parallel ranks behind this URL (each is routed to alone)
-};
+// A worker as the config, the admin API and etcd name it (docs/design.md §11).
+using WorkerConfig = discovery::WorkerRecord;
 
 // Simulated engines started in-process (`--mock-workers N`).
 struct MockWorkersConfig {
@@ -55,6 +51,15 @@ struct LimitsConfig {
   size_t offload_prompt_bytes = 64 << 10;
 };
 
+// Fleet mode (docs/design.md §11); all empty: one process, no external service.
+struct FleetConfig {
+  std::string etcd_url;  // http://host:2379: workers from <etcd_prefix>/workers/
+  std::string etcd_prefix = "/kvgate";
+  std::string nats_url;  // nats://host:4222: share load with the other replicas
+  std::string cluster_name = "default";  // replicas of one cluster share kvgate.<name>.load
+  std::string replica_id = "auto";  // request-id origin 1..65535, or auto (random)
+};
+
 struct GatewayConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
@@ -71,6 +76,7 @@ struct GatewayConfig {
   uint32_t block_size = 16;
   std::vector<WorkerConfig> workers;
   MockWorkersConfig mock;
+  FleetConfig fleet;
   routing::RouterConfig routing;
   LimitsConfig limits;
   std::vector<std::string> api_keys;

@@ -6,14 +6,17 @@
 
 namespace kvgate::gateway {
 
-Fidelity::Fidelity(size_t workers) {
-  for (size_t i = 0; i < workers; ++i) workers_.push_back(std::make_unique<Entry>());
+Fidelity::Fidelity(size_t max_workers) : workers_(max_workers) {}
+
+void Fidelity::Grow(size_t workers) {
+  while (workers_.size() < workers && workers_.Append(std::make_unique<Entry>())) {
+  }
 }
 
 void Fidelity::Observe(uint32_t worker, uint64_t own_prompt_tokens,
                        uint64_t predicted_cached_tokens, const engines::TokenCounts& reported) {
   if (worker >= workers_.size() || own_prompt_tokens == 0 || !reported.prompt) return;
-  Entry& e = *workers_[worker];
+  Entry& e = workers_[worker];
   ++e.requests;
   e.predicted += predicted_cached_tokens;
   if (reported.cached) e.reported += *reported.cached;
@@ -33,7 +36,7 @@ void Fidelity::Observe(uint32_t worker, uint64_t own_prompt_tokens,
 
 void Fidelity::SetCanary(uint32_t worker, const std::string& result) {
   if (worker >= workers_.size()) return;
-  Entry& e = *workers_[worker];
+  Entry& e = workers_[worker];
   {
     std::lock_guard lock(e.mu);
     e.canary = result;
@@ -78,7 +81,7 @@ void Fidelity::Flag(uint32_t worker, Entry& e, const std::string& reason) {
 WorkerFidelity Fidelity::Get(uint32_t worker) const {
   WorkerFidelity out;
   if (worker >= workers_.size()) return out;
-  const Entry& e = *workers_[worker];
+  const Entry& e = workers_[worker];
   out.requests = e.requests;
   out.prompt_tokens_mismatch = e.mismatches;
   out.predicted_cached_tokens = e.predicted;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/slot_table.h"
 #include "engines/engines.h"
 
 namespace kvgate::gateway {
@@ -29,7 +30,10 @@ class Fidelity {
   // Consecutive disagreeing responses after which a worker is flagged.
   static constexpr uint32_t kFlagAfter = 3;
 
-  explicit Fidelity(size_t workers);
+  // Room for `max_workers` slots; Grow makes them usable.
+  explicit Fidelity(size_t max_workers);
+  // Makes slots below `workers` usable (a worker joined). Calls must not race each other.
+  void Grow(size_t workers);
 
   // One successful response of `worker`: kvgate's own prompt token count (0: kvgate has
   // none, e.g. without a tokenizer), the cached tokens it predicted, what the engine said.
@@ -49,7 +53,7 @@ class Fidelity {
   };
   void Flag(uint32_t worker, Entry& e, const std::string& reason);
 
-  std::vector<std::unique_ptr<Entry>> workers_;
+  SlotTable<Entry> workers_;
 };
 
 }  // namespace kvgate::gateway

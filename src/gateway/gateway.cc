@@ -6,9 +6,12 @@
 #include <boost/json.hpp>
 #include <charconv>
 #include <functional>
+#include <random>
 #include <string_view>
 
 #include "api/error.h"
+#include "cluster/load_sync.h"
+#include "discovery/etcd_discovery.h"
 #include "common/log.h"
 #include "events/subscriber.h"
 #include "gateway/canary.h"
@@ -31,8 +34,9 @@ using Responder = std::shared_ptr<http::Responder>;
 using RouteHandler = std::function<void(http::Request&, Responder)>;
 
 // Who may call a route: anyone (/health, /ready and /metrics stay open for probes and
-// scrapers), holders of an API key, or of an admin key.
-enum class Access { kOpen, kApiKey, kAdmin };
+// scrapers), holders of an API key, or of an admin key. Admin calls that change the gateway
+// are, on a gateway without any key, open to loopback clients only.
+enum class Access { kOpen, kApiKey, kAdmin, kAdminChange };
 
 // One entry of the route table. A path ending in '/' is a prefix (its rest: an argument).
 struct Route {
@@ -71,12 +75,21 @@ bool HasApiKey(const std::vector<std::string>& keys, const http::Request& req) {
   return found;
 }
 
+// This replica's request-id origin: configured, or drawn when load is shared (0 alone).
+uint16_t RequestOrigin(const FleetConfig& fleet) {
+  if (fleet.replica_id != "auto") return static_cast<uint16_t>(std::stoul(fleet.replica_id));
+  if (fleet.nats_url.empty()) return 0;
+  std::random_device rd;
+  return static_cast<uint16_t>(1 + rd() % 65535);
+}
+
 }  // namespace
 
 struct Gateway::Impl {
   GatewayConfig config;
   ServedModel model;
   std::unique_ptr<kv::PrefixIndex> index;
+  std::shared_ptr<routing::LoadView> loads;
   std::unique_ptr<routing::Router> router;
   std::unique_ptr<events::Subscriber> subscriber;
   // The server's threads also run the upstream client: one thread serves a request end to end.
@@ -91,6 +104,9 @@ struct Gateway::Impl {
   std::vector<Route> routes;
   std::unique_ptr<http::Server> server;
   std::atomic<bool> block_size_warned{false};
+  std::unique_ptr<discovery::EtcdDiscovery> etcd;
+  std::unique_ptr<cluster::LoadSync> sync;
+  std::mutex membership_mu;  // one worker joins or leaves at a time
 
   Status LoadModel() {
     model.block_size = config.block_size;
@@ -113,6 +129,86 @@ struct Gateway::Impl {
             worker, e.block_size, config.block_size);
       }
     }
+  }
+
+  // A worker joins from the admin API or etcd (static ones are added at start). Refused when
+  // its model or block size is not the gateway's: routing on it would be wrong. `replace`:
+  // a record with the id of a worker from the same source replaces it (etcd puts).
+  Status PutWorker(WorkerConfig record, WorkerSource source, bool replace) {
+    if (Status s = discovery::FinishWorkerRecord(&record); !s.ok()) return s;
+    std::string_view refused;
+    if (record.block_size != 0 && record.block_size != config.block_size) {
+      refused = "block_size";
+    } else if (!record.model.empty() && !model.names.contains(record.model)) {
+      refused = "model";
+    }
+    if (!refused.empty()) {
+      metrics.discovery_refused.Add({std::string(SourceName(source)), std::string(refused)});
+      const std::string why = fmt::format(
+          "worker {} ({}) refused: its {} is {}, the gateway's {}", record.id, record.url,
+          refused, refused == "model" ? record.model : std::to_string(record.block_size),
+          refused == "model" ? "models are " + fmt::format("{}", fmt::join(config.models, ", "))
+                             : "is " + std::to_string(config.block_size));
+      Log(LogLevel::kWarn, "{}", why);
+      return {StatusCode::kFailedPrecondition, why};
+    }
+    std::lock_guard lock(membership_mu);
+    if (std::optional<uint32_t> slot = workers->Find(record.id)) {
+      const Worker& old = workers->worker(*slot);
+      if (old.source == source && old.config == record) return Status::Ok();  // no change
+      if (!replace || old.source != source) {
+        return {StatusCode::kAlreadyExists,
+                fmt::format("worker '{}' exists (source {})", record.id, SourceName(old.source))};
+      }
+      (void)workers->Remove(record.id);
+    }
+    uint32_t slot = 0;
+    if (Status s = workers->Add(record, source, /*routable_at_once=*/false, &slot); !s.ok()) {
+      return s;
+    }
+    fidelity->Grow(workers->size());
+    canaries->Queue(slot, /*wait_until_up=*/true);
+    Log(LogLevel::kInfo, "worker {} ({}) joins from {}", record.id, record.url, SourceName(source));
+    return Status::Ok();
+  }
+
+  // Removes a worker; with `only_from`, only one that came from there.
+  Status RemoveWorker(std::string_view id, std::optional<WorkerSource> only_from) {
+    std::lock_guard lock(membership_mu);
+    const std::optional<uint32_t> slot = workers->Find(id);
+    if (!slot || (only_from && workers->worker(*slot).source != *only_from)) {
+      return Status::NotFound(fmt::format("no worker '{}'", id));
+    }
+    return workers->Remove(id);
+  }
+
+  // Fleet mode (docs/design.md §11): workers from etcd, load shared with peers over NATS.
+  Status StartFleet() {
+    const FleetConfig& f = config.fleet;
+    if (!f.nats_url.empty()) {
+      cluster::LoadSyncOptions o;
+      o.nats_url = f.nats_url;
+      o.cluster = f.cluster_name;
+      o.replica_name = fmt::format("{}:{}", config.host, config.port);
+      cluster::WorkerNames names{
+          [this](uint32_t slot) { return workers->worker(slot).config.id; },
+          [this](std::string_view id) { return workers->Find(id); }};
+      sync = std::make_unique<cluster::LoadSync>(o, *loads, std::move(names));
+      if (Status s = sync->Start(); !s.ok()) return s;
+    }
+    if (!f.etcd_url.empty()) {
+      discovery::DiscoveryHandler handler{
+          [this](const WorkerConfig& record) {
+            return PutWorker(record, WorkerSource::kEtcd, /*replace=*/true);
+          },
+          [this](const std::string& id) { (void)RemoveWorker(id, WorkerSource::kEtcd); }};
+      discovery::EtcdDiscoveryOptions o;
+      o.url = f.etcd_url;
+      o.prefix = f.etcd_prefix;
+      etcd = std::make_unique<discovery::EtcdDiscovery>(o, handler);
+      if (Status s = etcd->Start(); !s.ok()) return s;
+    }
+    return Status::Ok();
   }
 
   void Reply(http::Responder& r, const std::string& route, const Status& status) {
@@ -147,127 +243,175 @@ struct Gateway::Impl {
          }},
         {"/metrics", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
-           const MetricsSources sources{calls->in_flight, *workers, *router,
-                                        *subscriber,      *index,   *fidelity};
+           const MetricsSources sources{calls->in_flight, *workers,  *router,
+                                        *subscriber,      *index,    *fidelity,
+                                        sync.get(),       etcd.get()};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
         {"/admin/workers", "GET", Access::kAdmin,
          [this](http::Request&, Responder r) { r->Send(200, "application/json", WorkersBody()); }},
+        {"/admin/workers", "POST", Access::kAdminChange,
+         [this](http::Request& req, Responder r) { AddFromApi(req.body, std::move(r)); }},
+        {"/admin/workers/", "DELETE", Access::kAdminChange,
+         [this](http::Request& req, Responder r) { RemoveFromApi(req.path, std::move(r)); }},
         // POST /admin/workers/{id}/probe: runs the canary, answers with its result.
         {"/admin/workers/", "POST", Access::kAdmin,
          [this](http::Request& req, Responder r) { Probe(req.path, std::move(r)); }},
     };
   }
 
-  bool MayCall(const Route& route, const http::Request& req) const {
+  // Why the caller may not call `route`; nullopt: it may.
+  std::optional<Status> Denied(const Route& route, const http::Request& req) const {
+    const Status no_key{StatusCode::kUnauthenticated, "missing or invalid API key"};
     switch (route.access) {
       case Access::kOpen:
-        return true;
+        return std::nullopt;
       case Access::kApiKey:
-        return HasApiKey(config.api_keys, req);
+        return HasApiKey(config.api_keys, req) ? std::nullopt : std::optional(no_key);
       case Access::kAdmin:
-        // Without admin keys the admin API is open only on a gateway without any key.
-        return config.admin_api_keys.empty() ? config.api_keys.empty()
-                                             : HasApiKey(config.admin_api_keys, req);
+      case Access::kAdminChange:
+        if (!config.admin_api_keys.empty()) {
+          return HasApiKey(config.admin_api_keys, req) ? std::nullopt : std::optional(no_key);
+        }
+        // Without admin keys the admin API is open only on a gateway without any key, and
+        // what changes the gateway only to clients on this machine.
+        if (!config.api_keys.empty()) return no_key;
+        if (route.access == Access::kAdminChange && !req.from_loopback) {
+          return Status(StatusCode::kPermissionDenied,
+                        "admin changes need an admin key (admin_api_keys) from another machine");
+        }
+        return std::nullopt;
     }
-    return false;
+    return no_key;
+  }
+
+  // The route for the request's path and method; else one for its path alone (to answer
+  // 405), else null (404). HEAD is GET without the body (the server drops it).
+  const Route* FindRoute(const http::Request& req) const {
+    const Route* path_only = nullptr;
+    for (const Route& route : routes) {
+      if (!route.Matches(req.path)) continue;
+      if (route.method == req.method || (req.method == "HEAD" && route.method == "GET")) {
+        return &route;
+      }
+      if (path_only == nullptr) path_only = &route;
+    }
+    return path_only;
   }
 
   std::string ReadyBody(size_t up) const {
     // Flagged workers serve, but the gateway's view of them is wrong: say which and why.
     json::array flagged;
-    for (uint32_t id = 0; id < fidelity->size(); ++id) {
-      const WorkerFidelity f = fidelity->Get(id);
-      if (!f.flag.empty()) flagged.push_back(json::object{{"worker", id}, {"reason", f.flag}});
+    size_t members = 0;
+    for (uint32_t slot = 0; slot < workers->size(); ++slot) {
+      if (!workers->present(slot)) continue;
+      ++members;
+      const WorkerFidelity f = fidelity->Get(slot);
+      if (!f.flag.empty()) {
+        flagged.push_back(
+            json::object{{"worker", workers->worker(slot).config.id}, {"reason", f.flag}});
+      }
     }
     return json::serialize(json::object{{"ready", up > 0},
                                         {"healthy_workers", up},
-                                        {"workers", workers->size()},
+                                        {"workers", members},
                                         {"flagged", std::move(flagged)}});
   }
 
-  json::object WorkerRecord(uint32_t id) const {
-    const Worker& w = workers->worker(id);
-    json::object record{{"id", std::to_string(id)},
-                        {"url", w.config.url},
-                        {"engine", engines::EngineName(w.config.engine)},
-                        {"kv_events", w.config.kv_events},
-                        {"kv_replay", w.config.kv_replay},
-                        {"dp_size", w.config.dp_size},
-                        {"role", "both"},
-                        {"model", config.models.empty() ? "" : config.models.front()},
-                        {"block_size", config.block_size}};
+  // A worker as GET /admin/workers lists it: its record (the gateway's model and block
+  // size where it names none), where it came from, and the gateway's view of it.
+  json::object WorkerEntry(uint32_t slot) const {
+    const Worker& w = workers->worker(slot);
+    json::object entry = discovery::ToJson(w.config);
+    if (w.config.model.empty()) entry["model"] = config.models.front();
+    if (w.config.block_size == 0) entry["block_size"] = config.block_size;
     uint64_t local = 0, peers = 0;
     for (uint32_t rank = 0; rank < w.config.dp_size; ++rank) {
-      local += router->loads().LocalLoad({id, rank}).requests;
-      peers += router->loads().PeersLoad({id, rank}).requests;
+      local += loads->LocalLoad({slot, rank}).requests;
+      peers += loads->PeersLoad({slot, rank}).requests;
     }
-    const WorkerFidelity f = fidelity->Get(id);
-    record["source"] = "static";
-    record["healthy"] = workers->healthy(id);
-    record["active_requests"] = json::object{{"local", local}, {"peers", peers}};
-    record["canary"] = f.canary.empty() ? json::value(nullptr) : json::value(f.canary);
-    record["fidelity"] = json::object{{"requests", f.requests},
-                                      {"prompt_tokens_mismatch", f.prompt_tokens_mismatch},
-                                      {"predicted_cached_tokens", f.predicted_cached_tokens},
-                                      {"reported_cached_tokens", f.reported_cached_tokens}};
-    record["flagged"] = f.flag.empty() ? json::value(nullptr) : json::value(f.flag);
-    return record;
+    const WorkerFidelity f = fidelity->Get(slot);
+    entry["source"] = SourceName(w.source);
+    entry["healthy"] = workers->healthy(slot);
+    entry["active_requests"] = json::object{{"local", local}, {"peers", peers}};
+    entry["canary"] = f.canary.empty() ? json::value(nullptr) : json::value(f.canary);
+    entry["fidelity"] = json::object{{"requests", f.requests},
+                                     {"prompt_tokens_mismatch", f.prompt_tokens_mismatch},
+                                     {"predicted_cached_tokens", f.predicted_cached_tokens},
+                                     {"reported_cached_tokens", f.reported_cached_tokens}};
+    entry["flagged"] = f.flag.empty() ? json::value(nullptr) : json::value(f.flag);
+    return entry;
   }
 
   std::string WorkersBody() const {
     json::array list;
-    for (uint32_t id = 0; id < workers->size(); ++id) list.push_back(WorkerRecord(id));
+    for (uint32_t slot = 0; slot < workers->size(); ++slot) {
+      if (workers->present(slot)) list.push_back(WorkerEntry(slot));
+    }
     return json::serialize(json::object{{"workers", std::move(list)}});
+  }
+
+  // POST /admin/workers: a worker record -> 201 with the stored record.
+  void AddFromApi(const std::string& body, Responder r) {
+    WorkerConfig record;
+    Status s = discovery::ParseWorkerRecord(body, &record);
+    if (s.ok()) s = PutWorker(record, WorkerSource::kApi, /*replace=*/false);
+    if (!s.ok()) return Reply(*r, "/admin/workers", s);
+    const std::optional<uint32_t> slot = workers->Find(record.id);
+    metrics.requests.Add({"/admin/workers", "201"});
+    r->Send(201, "application/json", json::serialize(slot ? WorkerEntry(*slot) : ToJson(record)));
+  }
+
+  // DELETE /admin/workers/{id} -> 204.
+  void RemoveFromApi(std::string_view path, Responder r) {
+    const std::string_view id = path.substr(std::string_view("/admin/workers/").size());
+    if (Status s = RemoveWorker(id, std::nullopt); !s.ok()) return Reply(*r, "/admin/workers", s);
+    metrics.requests.Add({"/admin/workers", "204"});
+    r->Send(204, "application/json", "");
   }
 
   void Probe(std::string_view path, Responder r) {
     // /admin/workers/{id}/probe
     std::string_view rest = path.substr(std::string_view("/admin/workers/").size());
     const size_t slash = rest.find('/');
-    const std::string_view id_text = rest.substr(0, slash);
-    uint32_t id = 0;
-    const auto [end, ec] = std::from_chars(id_text.data(), id_text.data() + id_text.size(), id);
     if (slash == std::string_view::npos || rest.substr(slash) != "/probe") {
       return Reply(*r, "/admin/workers",
                    Status::NotFound(fmt::format("no route for POST {}", path)));
     }
-    if (ec != std::errc() || end != id_text.data() + id_text.size() || id >= workers->size()) {
-      return Reply(*r, "/admin/workers", Status::NotFound(fmt::format("no worker '{}'", id_text)));
-    }
-    canaries->Queue(id, /*wait_until_up=*/false, [this, id, r](const std::string& result) {
+    const std::string id(rest.substr(0, slash));
+    const std::optional<uint32_t> slot = workers->Find(id);
+    if (!slot) return Reply(*r, "/admin/workers", Status::NotFound(fmt::format("no worker '{}'", id)));
+    canaries->Queue(*slot, /*wait_until_up=*/false, [this, id, r](const std::string& result) {
       metrics.requests.Add({"/admin/workers", "200"});
       r->Send(200, "application/json",
-              json::serialize(json::object{{"worker", std::to_string(id)}, {"canary", result}}));
+              json::serialize(json::object{{"worker", id}, {"canary", result}}));
     });
   }
 
   // Before the body is read: unknown routes, wrong methods and missing API keys cost the
   // client's body nothing.
   std::optional<http::HeadRejection> CheckHead(const http::Request& head) const {
-    for (const Route& route : routes) {
-      if (!route.Matches(head.path)) continue;
-      if (!MayCall(route, head)) return http::HeadRejection{401, "missing or invalid API key"};
-      return std::nullopt;
+    const Route* route = FindRoute(head);
+    if (route == nullptr) return std::nullopt;  // answered 404 by Handle
+    if (std::optional<Status> no = Denied(*route, head)) {
+      return http::HeadRejection{api::HttpStatus(no->code()), no->message()};
     }
-    return std::nullopt;  // answered 404 by Handle
+    return std::nullopt;
   }
 
   void Handle(http::Request& req, Responder r) {
-    for (const Route& route : routes) {
-      if (!route.Matches(req.path)) continue;
-      if (!MayCall(route, req)) {
-        return Reply(*r, std::string(route.path),
-                     {StatusCode::kUnauthenticated, "missing or invalid API key"});
-      }
-      // HEAD is GET without the body (the server drops it): health probes use it.
-      if (route.method != req.method && !(req.method == "HEAD" && route.method == "GET")) {
-        return Reply(*r, req.path,
-                     {StatusCode::kUnimplemented, fmt::format("use {}", route.method)});
-      }
-      return route.handle(req, std::move(r));
+    const Route* route = FindRoute(req);
+    if (route == nullptr) {
+      return Reply(*r, "other",
+                   Status::NotFound(fmt::format("no route for {} {}", req.method, req.path)));
     }
-    Reply(*r, "other", Status::NotFound(fmt::format("no route for {} {}", req.method, req.path)));
+    if (std::optional<Status> no = Denied(*route, req)) {
+      return Reply(*r, std::string(route->path), *no);
+    }
+    if (route->method != req.method && !(req.method == "HEAD" && route->method == "GET")) {
+      return Reply(*r, req.path, {StatusCode::kUnimplemented, fmt::format("use {}", route->method)});
+    }
+    route->handle(req, std::move(r));
   }
 
   // The served models and LoRA adapters, as OpenAI's model objects.
@@ -317,7 +461,9 @@ Status Gateway::Start() {
 
   g.index = std::make_unique<kv::PrefixIndex>(c.block_size);
   c.routing.block_size = c.block_size;
-  g.router = std::make_unique<routing::Router>(c.routing, g.index.get());
+  c.routing.request_origin = RequestOrigin(c.fleet);
+  g.loads = std::make_shared<routing::LoadView>(c.routing.request_origin);
+  g.router = std::make_unique<routing::Router>(c.routing, g.index.get(), g.loads);
   g.subscriber = std::make_unique<events::Subscriber>(
       g.index.get(), events::SubscriberOptions{},
       [&g](uint32_t worker, uint64_t, const wire::DecodedBatch& batch) {
@@ -327,10 +473,15 @@ Status Gateway::Start() {
   g.client = std::make_unique<http::Client>(http::ClientOptions{}, g.loops);
   g.workers = std::make_unique<WorkerPool>(*g.router, *g.subscriber, *g.client, c.limits);
   for (const WorkerConfig& w : c.workers) {
-    if (Status s = g.workers->Add(w); !s.ok()) return s;
+    uint32_t slot = 0;
+    if (Status s = g.workers->Add(w, WorkerSource::kStatic, /*routable_at_once=*/true, &slot);
+        !s.ok()) {
+      return s;
+    }
   }
   g.workers->StartHealthChecks();
-  g.fidelity = std::make_unique<Fidelity>(g.workers->size());
+  g.fidelity = std::make_unique<Fidelity>(WorkerPool::kMaxSlots);
+  g.fidelity->Grow(g.workers->size());
   CanaryOptions canary;
   canary.block_size = c.block_size;
   canary.model = c.models.empty() ? "" : c.models.front();
@@ -342,6 +493,7 @@ Status Gateway::Start() {
   g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
                                  c.limits, *g.prompt_workers});
   g.BuildRoutes();
+  if (Status s = g.StartFleet(); !s.ok()) return s;
 
   http::ServerOptions so;
   so.host = c.host;
@@ -363,14 +515,9 @@ Status Gateway::Start() {
 
 uint16_t Gateway::port() const { return impl_->server ? impl_->server->port() : 0; }
 
-std::vector<std::string> Gateway::worker_urls() const {
-  std::vector<std::string> urls;
-  for (const WorkerConfig& w : impl_->config.workers) urls.push_back(w.url);
-  return urls;
-}
-
 void Gateway::Stop() {
   Impl& g = *impl_;
+  if (g.etcd) g.etcd->Stop();          // no worker joins or leaves from here on
   if (g.canaries) g.canaries->Stop();  // a running canary stops waiting
   if (g.server) g.server->Stop(g.config.limits.shutdown_grace);
   // Nothing runs once the loops stop; what they still hold (abandoned calls, whose
@@ -383,6 +530,8 @@ void Gateway::Stop() {
   g.server.reset();
   g.loops.reset();
   g.subscriber.reset();
+  g.sync.reset();  // after the loops: nothing reports load any more
+  g.etcd.reset();
 }
 
 }  // namespace kvgate::gateway

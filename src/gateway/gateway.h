@@ -28,8 +28,6 @@ class Gateway {
   // Subscribes to KV events, starts health checks and the HTTP server.
   Status Start();
   uint16_t port() const;
-  // Base URLs of the workers, in worker-id order.
-  std::vector<std::string> worker_urls() const;
   // Stops accepting, lets in-flight requests finish up to the configured grace, stops all.
   void Stop();
 

@@ -1,5 +1,7 @@
 #include "gateway/gateway_metrics.h"
 
+#include "cluster/load_sync.h"
+#include "discovery/etcd_discovery.h"
 #include "events/subscriber.h"
 #include "gateway/fidelity.h"
 #include "gateway/worker_pool.h"
@@ -27,10 +29,11 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   in_flight_gauge.Render(out);
   CounterFamily healthy{
       "kvgate_worker_healthy", "1 when the worker is in routing.", {"worker"}, true};
-  CounterFamily active_requests{"kvgate_worker_active_requests",
-                                "Requests routed to the worker and not finished.",
-                                {"worker", "dp_rank"},
-                                true};
+  CounterFamily active_requests{
+      "kvgate_worker_active_requests",
+      "Requests routed to the worker and not finished, by this replica (local) or its peers.",
+      {"worker", "dp_rank", "source"},
+      true};
   CounterFamily active_prefill{"kvgate_worker_active_prefill_tokens",
                                "Prompt tokens routed to the worker awaiting their first token.",
                                {"worker", "dp_rank"},
@@ -39,14 +42,18 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
                               "KV blocks of requests decoding on the worker.",
                               {"worker", "dp_rank"},
                               true};
-  for (uint32_t id = 0; id < s.workers.size(); ++id) {
-    healthy.Set({std::to_string(id)}, s.workers.healthy(id) ? 1 : 0);
-    for (uint32_t rank = 0; rank < s.workers.worker(id).config.dp_size; ++rank) {
-      const routing::WorkerLoad load = s.router.Load({id, rank});
-      const LabelValues labels{std::to_string(id), std::to_string(rank)};
-      active_requests.Set(labels, load.requests);
-      active_prefill.Set(labels, static_cast<double>(load.prefill_tokens));
-      decode_blocks.Set(labels, static_cast<double>(load.decode_blocks));
+  for (uint32_t slot = 0; slot < s.workers.size(); ++slot) {
+    if (!s.workers.present(slot)) continue;
+    const std::string& id = s.workers.worker(slot).config.id;
+    healthy.Set({id}, s.workers.healthy(slot) ? 1 : 0);
+    for (uint32_t rank = 0; rank < s.workers.worker(slot).config.dp_size; ++rank) {
+      const routing::WorkerLoad load = s.router.Load({slot, rank});
+      const std::string r = std::to_string(rank);
+      const routing::LoadView& loads = s.router.loads();
+      active_requests.Set({id, r, "local"}, loads.LocalLoad({slot, rank}).requests);
+      active_requests.Set({id, r, "peers"}, loads.PeersLoad({slot, rank}).requests);
+      active_prefill.Set({id, r}, static_cast<double>(load.prefill_tokens));
+      decode_blocks.Set({id, r}, static_cast<double>(load.decode_blocks));
     }
   }
   healthy.Render(out);
@@ -74,7 +81,7 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
                               "Removed block hashes that left the block in the index, by reason.",
                               {"worker", "reason"}};
   for (const auto& [worker, st] : s.subscriber.Stats()) {
-    const LabelValues w{std::to_string(worker)};
+    const LabelValues w{s.workers.worker(worker).config.id};
     batches.Add(w, static_cast<double>(st.stream.batches));
     invalid.Add(w, static_cast<double>(st.events[static_cast<size_t>(wire::EventKind::kInvalid)]));
     bad.Add(w, static_cast<double>(st.bad_frames + st.bad_payloads));
@@ -115,9 +122,10 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
                        "1 for the result of the worker's last canary.",
                        {"worker", "result"},
                        true};
-  for (uint32_t id = 0; id < s.fidelity.size(); ++id) {
-    const WorkerFidelity f = s.fidelity.Get(id);
-    const std::string w = std::to_string(id);
+  for (uint32_t slot = 0; slot < s.fidelity.size() && slot < s.workers.size(); ++slot) {
+    if (!s.workers.present(slot)) continue;
+    const WorkerFidelity f = s.fidelity.Get(slot);
+    const std::string& w = s.workers.worker(slot).config.id;
     fidelity_requests.Add({w}, static_cast<double>(f.requests));
     fidelity_mismatch.Add({w}, static_cast<double>(f.prompt_tokens_mismatch));
     fidelity_cached.Add({w, "predicted"}, static_cast<double>(f.predicted_cached_tokens));
@@ -128,6 +136,55 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   for (const CounterFamily* f :
        {&fidelity_requests, &fidelity_mismatch, &fidelity_cached, &canary}) {
     f->Render(out);
+  }
+
+  // Fleet mode (docs/design.md §11).
+  CounterFamily discovered{
+      "kvgate_discovery_workers", "Workers in the gateway, by where they came from.", {"source"}, true};
+  for (size_t i = 0; i < std::size(kWorkerSourceNames); ++i) {
+    discovered.Set({std::string(kWorkerSourceNames[i])},
+                   static_cast<double>(s.workers.count(static_cast<WorkerSource>(i))));
+  }
+  discovered.Render(out);
+  metrics.discovery_refused.Render(out);
+  if (s.etcd != nullptr) {
+    CounterFamily errors{"kvgate_discovery_errors_total",
+                         "Failed etcd calls and broken watches (the last known workers stay).",
+                         {}};
+    errors.Add({}, static_cast<double>(s.etcd->errors()));
+    CounterFamily bad{"kvgate_discovery_bad_records_total",
+                      "etcd values that are no valid worker record, or were refused.",
+                      {}};
+    bad.Add({}, static_cast<double>(s.etcd->bad_records()));
+    errors.Render(out);
+    bad.Render(out);
+  }
+  if (s.sync != nullptr) {
+    const cluster::LoadSyncStats st = s.sync->Stats();
+    CounterFamily peers{
+        "kvgate_cluster_peers", "Peer replicas heard from in the last 3 s.", {}, true};
+    peers.Set({}, static_cast<double>(st.peers));
+    CounterFamily connected{
+        "kvgate_cluster_connected", "1 while connected to NATS.", {}, true};
+    connected.Set({}, st.connected ? 1 : 0);
+    CounterFamily messages{"kvgate_cluster_messages_total", "Load deltas and heartbeats.",
+                           {"direction"}};
+    messages.Add({"sent"}, static_cast<double>(st.sent));
+    messages.Add({"received"}, static_cast<double>(st.received));
+    messages.Add({"send_failed"}, static_cast<double>(st.send_errors));
+    messages.Add({"bad"}, static_cast<double>(st.bad_messages));
+    messages.Add({"unknown_worker"}, static_cast<double>(st.unknown_workers));
+    CounterFamily disconnects{
+        "kvgate_cluster_disconnects_total", "Times the NATS connection was lost.", {}};
+    disconnects.Add({}, static_cast<double>(st.disconnects));
+    CounterFamily dropped{"kvgate_cluster_peer_load_dropped_total",
+                          "Times a peer's load was dropped, by reason.",
+                          {"reason"}};
+    dropped.Add({"silent"}, static_cast<double>(st.peers_expired));
+    dropped.Add({"messages_lost"}, static_cast<double>(st.peer_resets));
+    for (const CounterFamily* f : {&peers, &connected, &messages, &disconnects, &dropped}) {
+      f->Render(out);
+    }
   }
   return out;
 }

@@ -8,6 +8,12 @@
 
 #include "metrics/metrics.h"
 
+namespace kvgate::cluster {
+class LoadSync;
+}
+namespace kvgate::discovery {
+class EtcdDiscovery;
+}
 namespace kvgate::events {
 class Subscriber;
 }
@@ -54,6 +60,9 @@ struct GatewayMetrics {
       "kvgate_prompt_fallback_total",
       "Requests routed without their prompt (the chat template failed), passed on unchanged.",
       {"reason"}};
+  CounterFamily discovery_refused{"kvgate_discovery_refused_total",
+                                  "Worker records refused (model or block size not the gateway's).",
+                                  {"source", "reason"}};
   CounterFamily experts_invalid{"kvgate_routed_experts_invalid_total",
                                 "Responses whose routed experts were missing or malformed.",
                                 {}};
@@ -67,6 +76,8 @@ struct MetricsSources {
   const events::Subscriber& subscriber;
   const kv::PrefixIndex& index;
   const Fidelity& fidelity;
+  const cluster::LoadSync* sync;       // null without NATS
+  const discovery::EtcdDiscovery* etcd;  // null without etcd
 };
 
 // The whole Prometheus text of /metrics.

@@ -121,7 +121,7 @@ InferenceCall::~InferenceCall() {
 
 void InferenceCall::Send() {
   const Worker& w = services_.workers.worker(decision_.worker.worker);
-  const std::string worker = std::to_string(w.id);
+  const std::string& worker = w.config.id;
   services_.metrics.routed.Add({worker});
   services_.metrics.predicted_blocks.Add({worker}, decision_.cached_blocks);
   http::ClientRequest request;
@@ -149,7 +149,7 @@ api::ResponseRewriter InferenceCall::MakeRewriter() const {
   o.experts_top_k = services_.model.experts_top_k;
   o.experts_start = plan_.request.routed_experts_start;
   o.choices = plan_.request.n;
-  o.worker_id = decision_.worker.worker;
+  o.worker_id = services_.workers.worker(decision_.worker.worker).config.id;
   o.dp_rank = decision_.worker.dp_rank;
   o.cached_blocks = decision_.cached_blocks;
   return api::ResponseRewriter(o);
@@ -230,7 +230,7 @@ void InferenceCall::OnDone(const Status& status) {
   const Worker& w = services_.workers.worker(decision_.worker.worker);
   if (too_large_) {
     const Status failure(StatusCode::kAborted,
-                         fmt::format("worker {}'s response is larger than {} bytes", w.id,
+                         fmt::format("worker {}'s response is larger than {} bytes", w.config.id,
                                      services_.limits.max_response_bytes));
     Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
     return responder_->Send(502, "application/json", api::ErrorBody(failure));
@@ -240,13 +240,13 @@ void InferenceCall::OnDone(const Status& status) {
   const bool engine_failed = !status.ok() || status_ >= 500;
   const std::string detail = status.ok() ? fmt::format("status {}", status_) : status.message();
   if (engine_failed && !local && !Cancelled()) {
-    services_.metrics.upstream_errors.Add({std::to_string(w.id)});
-    services_.workers.ReportFailure(w.id, WorkerPool::Check::kInference, detail);
+    services_.metrics.upstream_errors.Add({w.config.id});
+    services_.workers.ReportFailure(w.slot, WorkerPool::Check::kInference, detail);
   } else if (!engine_failed) {
-    services_.workers.ReportSuccess(w.id, WorkerPool::Check::kInference);
+    services_.workers.ReportSuccess(w.slot, WorkerPool::Check::kInference);
   }
   if (engine_failed && upstream_log_limiter.Allow()) {
-    Log(LogLevel::kWarn, "worker {} ({}): {}", w.id, w.config.url, detail);
+    Log(LogLevel::kWarn, "worker {} ({}): {}", w.config.id, w.config.url, detail);
   }
   auto write = [this](std::string out) { Write(std::move(out)); };
   if (engine_failed && !streaming_) {
@@ -255,10 +255,10 @@ void InferenceCall::OnDone(const Status& status) {
     const Status failure =
         local ? Status(StatusCode::kUnavailable, "the gateway is short of resources; retry later")
         : status.timed_out() ? Status(StatusCode::kDeadlineExceeded,
-                                      fmt::format("worker {} did not answer in time", w.id))
-        : status.ok() ? Status(StatusCode::kAborted, fmt::format("worker {} answered {}: {}", w.id,
+                                      fmt::format("worker {} did not answer in time", w.config.id))
+        : status.ok() ? Status(StatusCode::kAborted, fmt::format("worker {} answered {}: {}", w.config.id,
                                                                  status_, body_.substr(0, 300)))
-                      : Status(StatusCode::kAborted, fmt::format("worker {} failed", w.id));
+                      : Status(StatusCode::kAborted, fmt::format("worker {} failed", w.config.id));
     const int code = api::HttpStatus(failure.code());
     Finish(code, /*succeeded=*/false);
     http::Responder::Headers headers;
@@ -271,7 +271,7 @@ void InferenceCall::OnDone(const Status& status) {
       // after whatever part of an event the engine left unfinished.
       stream_rewriter_->Finish(/*complete=*/false, write);
       if (tail_[0] != '\n' || tail_[1] != '\n') Write("\n\n");
-      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream", w.id));
+      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream", w.config.id));
       Write(api::SseEvent(api::ErrorBody(failure)));
       Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
       return responder_->End();

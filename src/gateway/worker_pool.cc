@@ -8,21 +8,21 @@ namespace {
 // A health check: healthy when the worker answers GET /health with 200 in time.
 class HealthProbe : public http::ResponseSink {
  public:
-  HealthProbe(WorkerPool& pool, uint32_t id) : pool_(pool), id_(id) {}
+  HealthProbe(WorkerPool& pool, uint32_t slot) : pool_(pool), slot_(slot) {}
   void OnHeaders(int status, std::string_view) override { status_ = status; }
   void OnBody(std::string_view) override {}
   void OnDone(const Status& s) override {
     if (s.ok() && status_ == 200) {
-      pool_.ReportSuccess(id_, WorkerPool::Check::kProbe);
+      pool_.ReportSuccess(slot_, WorkerPool::Check::kProbe);
     } else if (s.code() != StatusCode::kResourceExhausted) {  // ours, not the worker's
-      pool_.ReportFailure(id_, WorkerPool::Check::kProbe,
+      pool_.ReportFailure(slot_, WorkerPool::Check::kProbe,
                           s.ok() ? fmt::format("health check status {}", status_) : s.message());
     }
   }
 
  private:
   WorkerPool& pool_;
-  const uint32_t id_;
+  const uint32_t slot_;
   int status_ = 0;
 };
 
@@ -41,84 +41,133 @@ WorkerPool::~WorkerPool() {
   if (health_thread_.joinable()) health_thread_.join();
 }
 
-Status WorkerPool::Add(const WorkerConfig& config) {
-  auto w = std::make_unique<Worker>();
-  w->id = static_cast<uint32_t>(workers_.size());
-  w->config = config;
-  if (Status s = http::ParseBaseUrl(config.url, &w->endpoint); !s.ok()) return s;
-  for (uint32_t rank = 0; rank < config.dp_size; ++rank) router_.AddWorker({w->id, rank});
-  Subscribe(*w);
-  workers_.push_back(std::move(w));
-  health_.push_back(std::make_unique<Health>());
+Status WorkerPool::Add(const WorkerConfig& config, WorkerSource source, bool routable_at_once,
+                       uint32_t* slot) {
+  auto s = std::make_unique<Slot>();
+  s->worker.config = config;
+  s->worker.source = source;
+  if (Status st = http::ParseBaseUrl(config.url, &s->worker.endpoint); !st.ok()) return st;
+  std::lock_guard members(members_mu_);
+  if (ids_.contains(config.id)) {
+    return {StatusCode::kAlreadyExists, fmt::format("a worker with id '{}' exists", config.id)};
+  }
+  s->worker.slot = static_cast<uint32_t>(slots_.size());
+  Slot* added = s.get();
+  if (!slots_.Append(std::move(s))) {
+    return {StatusCode::kResourceExhausted,
+            fmt::format("{} workers joined this gateway's life: restart it", kMaxSlots)};
+  }
+  ids_[config.id] = added->worker.slot;
+  *slot = added->worker.slot;
+  std::lock_guard transition(transition_mu_);
+  Subscribe(*added);
+  if (routable_at_once) {
+    added->healthy = true;
+    for (uint32_t rank = 0; rank < config.dp_size; ++rank) router_.AddWorker({*slot, rank});
+  }
   return Status::Ok();
 }
 
-void WorkerPool::Subscribe(const Worker& w) {
+Status WorkerPool::Remove(std::string_view id) {
+  std::lock_guard members(members_mu_);
+  auto it = ids_.find(id);
+  if (it == ids_.end()) return Status::NotFound(fmt::format("no worker '{}'", id));
+  Slot& s = slots_[it->second];
+  ids_.erase(it);
+  std::lock_guard transition(transition_mu_);
+  s.present = false;
+  s.healthy = false;
+  for (uint32_t rank = 0; rank < s.worker.config.dp_size; ++rank) {
+    router_.DrainWorker({s.worker.slot, rank});
+  }
+  Unsubscribe(s);
+  Log(LogLevel::kInfo, "worker {} ({}) left", s.worker.config.id, s.worker.config.url);
+  return Status::Ok();
+}
+
+std::optional<uint32_t> WorkerPool::Find(std::string_view id) const {
+  std::lock_guard lock(members_mu_);
+  auto it = ids_.find(id);
+  return it == ids_.end() ? std::nullopt : std::optional<uint32_t>(it->second);
+}
+
+void WorkerPool::Subscribe(Slot& s) {
+  const Worker& w = s.worker;
   const WorkerConfig& c = w.config;
   if (c.kv_events.empty()) return;
+  s.subscribed = true;
   if (!engines::TraitsOf(c.engine).events_per_rank || c.dp_size == 1) {
-    subscriber_.AddWorker({w.id, c.kv_events, c.kv_replay, std::nullopt});
+    subscriber_.AddWorker({w.slot, c.kv_events, c.kv_replay, std::nullopt});
     return;
   }
   // One publisher per rank, on the configured ports + rank.
   for (uint32_t rank = 0; rank < c.dp_size; ++rank) {
-    subscriber_.AddWorker({w.id, engines::OffsetPort(c.kv_events, rank),
+    subscriber_.AddWorker({w.slot, engines::OffsetPort(c.kv_events, rank),
                            c.kv_replay.empty() ? "" : engines::OffsetPort(c.kv_replay, rank),
                            rank});
   }
 }
 
-bool WorkerPool::healthy(uint32_t id) const { return health_[id]->healthy; }
+void WorkerPool::Unsubscribe(Slot& s) {
+  if (s.subscribed.exchange(false)) subscriber_.RemoveWorker(s.worker.slot);
+}
 
 size_t WorkerPool::healthy_count() const {
   size_t n = 0;
-  for (const auto& h : health_) n += h->healthy ? 1 : 0;
+  for (size_t i = 0; i < slots_.size(); ++i) n += slots_[i].healthy ? 1 : 0;
   return n;
 }
 
-void WorkerPool::ReportSuccess(uint32_t id, Check check) {
-  Health& h = *health_[id];
+size_t WorkerPool::count(WorkerSource source) const {
+  size_t n = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    n += slots_[i].present && slots_[i].worker.source == source ? 1 : 0;
+  }
+  return n;
+}
+
+void WorkerPool::ReportSuccess(uint32_t slot, Check check) {
+  Slot& s = slots_[slot];
   if (check == Check::kInference) {
-    h.inference_failures = 0;
+    s.inference_failures = 0;
     return;
   }
-  h.probe_failures = 0;
-  h.seen_up = true;
-  if (!h.healthy) SetHealthy(id, true);
+  s.probe_failures = 0;
+  s.seen_up = true;
+  if (!s.healthy) SetHealthy(s, true);
 }
 
-void WorkerPool::ReportFailure(uint32_t id, Check check, std::string_view why) {
-  Health& h = *health_[id];
-  const uint32_t failures = ++(check == Check::kProbe ? h.probe_failures : h.inference_failures);
-  if (failures >= limits_.unhealthy_after && h.healthy) {
-    Log(LogLevel::kWarn, "worker {} ({}) is unhealthy after {} failed {}: {}", id,
-        workers_[id]->config.url, failures, check == Check::kProbe ? "health checks" : "requests",
-        why);
-    SetHealthy(id, false);
+void WorkerPool::ReportFailure(uint32_t slot, Check check, std::string_view why) {
+  Slot& s = slots_[slot];
+  const uint32_t failures = ++(check == Check::kProbe ? s.probe_failures : s.inference_failures);
+  if (failures >= limits_.unhealthy_after && s.healthy) {
+    Log(LogLevel::kWarn, "worker {} ({}) is unhealthy after {} failed {}: {}", s.worker.config.id,
+        s.worker.config.url, failures, check == Check::kProbe ? "health checks" : "requests", why);
+    SetHealthy(s, false);
   }
 }
 
-void WorkerPool::SetHealthy(uint32_t id, bool healthy) {
+void WorkerPool::SetHealthy(Slot& s, bool healthy) {
   std::lock_guard lock(transition_mu_);
-  if (health_[id]->healthy == healthy) return;
-  health_[id]->healthy = healthy;
-  const Worker& w = *workers_[id];
+  if (s.healthy == healthy || !s.present) return;
+  const Worker& w = s.worker;
+  if (healthy) {
+    // Down: a fresh stream rebuilds its blocks. Joining: routed once the replay of what it
+    // already holds is in (the next passing check looks again).
+    if (!s.subscribed) Subscribe(s);
+    if (!w.config.kv_events.empty() && !subscriber_.CaughtUp(w.slot)) return;
+  } else {
+    Unsubscribe(s);  // its blocks leave the index
+  }
+  s.healthy = healthy;
   for (uint32_t rank = 0; rank < w.config.dp_size; ++rank) {
     if (healthy) {
-      router_.AddWorker({id, rank});
+      router_.AddWorker({w.slot, rank});
     } else {
-      router_.DrainWorker({id, rank});
+      router_.DrainWorker({w.slot, rank});
     }
   }
-  if (!w.config.kv_events.empty()) {
-    // Down: its blocks leave the index. Back: a fresh stream rebuilds them from events.
-    if (healthy) {
-      Subscribe(w);
-    } else {
-      subscriber_.RemoveWorker(id);
-    }
-  }
-  if (healthy) Log(LogLevel::kInfo, "worker {} ({}) is healthy again", id, w.config.url);
+  if (healthy) Log(LogLevel::kInfo, "worker {} ({}) is in routing", w.config.id, w.config.url);
 }
 
 void WorkerPool::StartHealthChecks() {
@@ -128,14 +177,16 @@ void WorkerPool::StartHealthChecks() {
 void WorkerPool::HealthLoop() {
   std::unique_lock lock(stop_mu_);
   while (!stop_cv_.wait_for(lock, limits_.health_interval, [this] { return stop_; })) {
-    for (const auto& w : workers_) {
+    for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+      if (!slots_[slot].present) continue;
       http::ClientRequest probe;
       probe.method = "GET";
       probe.target = "/health";
       probe.timeouts.connect = limits_.connect_timeout;
       probe.timeouts.first_byte = limits_.health_interval;
       probe.timeouts.idle = limits_.health_interval;
-      client_.Fetch(w->endpoint, std::move(probe), std::make_shared<HealthProbe>(*this, w->id));
+      client_.Fetch(worker(slot).endpoint, std::move(probe),
+                    std::make_shared<HealthProbe>(*this, slot));
     }
   }
 }

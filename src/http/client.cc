@@ -255,4 +255,37 @@ void Client::Fetch(const Endpoint& endpoint, ClientRequest request,
                  asio::detached);
 }
 
+namespace {
+
+class WholeResponseSink : public ResponseSink {
+ public:
+  explicit WholeResponseSink(size_t max_body) : max_body_(max_body) {}
+  void OnHeaders(int status, std::string_view) override { response_.code = status; }
+  void OnBody(std::string_view data) override {
+    if (response_.body.size() < max_body_) {
+      response_.body.append(data.substr(0, max_body_ - response_.body.size()));
+    }
+  }
+  void OnDone(const Status& status) override {
+    response_.status = status;
+    promise_.set_value(std::move(response_));
+  }
+  std::future<WholeResponse> Result() { return promise_.get_future(); }
+
+ private:
+  const size_t max_body_;
+  WholeResponse response_;
+  std::promise<WholeResponse> promise_;
+};
+
+}  // namespace
+
+std::future<WholeResponse> FetchWhole(Client& client, const Endpoint& endpoint,
+                                      ClientRequest request, size_t max_body) {
+  auto sink = std::make_shared<WholeResponseSink>(max_body);
+  std::future<WholeResponse> result = sink->Result();
+  client.Fetch(endpoint, std::move(request), std::move(sink));
+  return result;
+}
+
 }  // namespace kvgate::http

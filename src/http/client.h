@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -88,5 +89,16 @@ class Client {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A whole response, for callers that wait for it (health probes, etcd, canaries).
+struct WholeResponse {
+  Status status;  // of the transfer; the HTTP status is `code`
+  int code = 0;
+  std::string body;  // at most `max_body` bytes of it
+};
+// Starts `request`; the future is ready when the response ended (or broke). Its get()
+// throws std::future_error if the client is destroyed first.
+std::future<WholeResponse> FetchWhole(Client& client, const Endpoint& endpoint,
+                                      ClientRequest request, size_t max_body = size_t{1} << 20);
 
 }  // namespace kvgate::http

@@ -362,6 +362,8 @@ struct Server::Impl {
   }
 
   awaitable<void> Session(tcp::socket socket) {
+    beast::error_code peer_ec;
+    const bool from_loopback = socket.remote_endpoint(peer_ec).address().is_loopback() && !peer_ec;
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     bool first = true;
@@ -377,6 +379,7 @@ struct Server::Impl {
       Request request;
       if (!ec) {
         request = ToRequest(parser.get());
+        request.from_loopback = from_loopback;
         if (IsPreflight(request) && parser.is_done()) {
           const bool keep_alive = parser.get().keep_alive() && !stopping;
           if (!co_await WriteWhole(stream, 204, "text/plain", "", keep_alive, Preflight(request)) ||

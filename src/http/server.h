@@ -23,6 +23,7 @@ struct Request {
   std::string path;                            // target without the query
   std::map<std::string, std::string> headers;  // names lower-cased
   std::string body;
+  bool from_loopback = false;  // the client connected from 127.0.0.0/8 or ::1
 
   std::string_view Header(const std::string& lower_name) const {
     auto it = headers.find(lower_name);

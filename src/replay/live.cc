@@ -5,6 +5,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -26,6 +27,12 @@ struct Tally {
   std::mutex mu;
   std::condition_variable cv;
   size_t done = 0;
+  // The gateway names workers by id; the report numbers them in order of appearance.
+  std::map<std::string, uint32_t> worker_numbers;
+  uint32_t Number(std::string_view worker) {
+    std::lock_guard lock(mu);
+    return worker_numbers.try_emplace(std::string(worker), worker_numbers.size()).first->second;
+  }
 };
 
 // One streamed completion: token times from the SSE chunks, the engine's cached tokens and
@@ -80,8 +87,8 @@ class LiveRequest : public http::ResponseSink {
     }
     if (const json::value* nv = chunk.if_contains("nvext"); nv && nv->is_object()) {
       const json::object& n = nv->as_object();
-      if (const json::value* w = n.if_contains("worker_id"); w && w->is_int64()) {
-        m_.worker = static_cast<uint32_t>(w->as_int64());
+      if (const json::value* w = n.if_contains("worker_id"); w && w->is_string()) {
+        m_.worker = tally_.Number(w->as_string());
       }
       if (const json::value* b = n.if_contains("cached_blocks"); b && b->is_int64()) {
         m_.predicted_blocks = static_cast<uint32_t>(b->as_int64());

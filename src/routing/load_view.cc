@@ -14,22 +14,28 @@ WorkerLoad Get(const absl::flat_hash_map<kv::WorkerKey, WorkerLoad>& loads, kv::
 
 void LoadView::OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
                         uint32_t decode_blocks) {
-  std::lock_guard lock(mu_);
-  auto [it, inserted] =
-      requests_.try_emplace(id, InFlightRequest{worker, prefill_tokens, decode_blocks});
-  if (!inserted) return;
-  WorkerLoad& load = LoadsOf(id)[worker];
-  load.prefill_tokens += prefill_tokens;
-  load.decode_blocks += decode_blocks;
-  ++load.requests;
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] =
+        requests_.try_emplace(id, InFlightRequest{worker, prefill_tokens, decode_blocks});
+    if (!inserted) return;
+    WorkerLoad& load = LoadsOf(id)[worker];
+    load.prefill_tokens += prefill_tokens;
+    load.decode_blocks += decode_blocks;
+    ++load.requests;
+  }
+  Notify(id, [&](LocalLoadListener& l) { l.OnRouted(id, worker, prefill_tokens, decode_blocks); });
 }
 
 void LoadView::OnFirstToken(RequestId id) {
-  std::lock_guard lock(mu_);
-  auto it = requests_.find(id);
-  if (it == requests_.end() || it->second.prefill_tokens == 0) return;
-  LoadsOf(id)[it->second.worker].prefill_tokens -= it->second.prefill_tokens;
-  it->second.prefill_tokens = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(id);
+    if (it == requests_.end() || it->second.prefill_tokens == 0) return;
+    LoadsOf(id)[it->second.worker].prefill_tokens -= it->second.prefill_tokens;
+    it->second.prefill_tokens = 0;
+  }
+  Notify(id, [&](LocalLoadListener& l) { l.OnFirstToken(id); });
 }
 
 void LoadView::Forget(RequestId id, const InFlightRequest& r) {
@@ -42,11 +48,14 @@ void LoadView::Forget(RequestId id, const InFlightRequest& r) {
 }
 
 void LoadView::OnFinished(RequestId id) {
-  std::lock_guard lock(mu_);
-  auto it = requests_.find(id);
-  if (it == requests_.end()) return;
-  Forget(id, it->second);
-  requests_.erase(it);
+  {
+    std::lock_guard lock(mu_);
+    auto it = requests_.find(id);
+    if (it == requests_.end()) return;
+    Forget(id, it->second);
+    requests_.erase(it);
+  }
+  Notify(id, [&](LocalLoadListener& l) { l.OnFinished(id); });
 }
 
 void LoadView::RemoveWorker(kv::WorkerKey worker) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <atomic>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
@@ -30,11 +31,25 @@ struct WorkerLoad {
   uint32_t requests = 0;
 };
 
+// Told of this process's own load changes, to share them with peer replicas. Called after
+// the view changed, outside its lock, on the thread that changed it.
+class LocalLoadListener {
+ public:
+  virtual ~LocalLoadListener() = default;
+  virtual void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
+                        uint32_t decode_blocks) = 0;
+  virtual void OnFirstToken(RequestId id) = 0;
+  virtual void OnFinished(RequestId id) = 0;
+};
+
 class LoadView {
  public:
   // `local_origin`: the origin of this process's request ids; requests of other origins
   // count as peers'.
   explicit LoadView(uint16_t local_origin = 0) : local_origin_(local_origin) {}
+
+  // Before any load arrives; null: none. Not owned.
+  void SetLocalListener(LocalLoadListener* listener) { listener_ = listener; }
 
   void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
                 uint32_t decode_blocks);
@@ -60,10 +75,17 @@ class LoadView {
     uint32_t decode_blocks;
   };
   using Loads = absl::flat_hash_map<kv::WorkerKey, WorkerLoad>;
-  Loads& LoadsOf(RequestId id) { return RequestOrigin(id) == local_origin_ ? local_ : peers_; }
+  Loads& LoadsOf(RequestId id) { return IsLocal(id) ? local_ : peers_; }
   void Forget(RequestId id, const InFlightRequest& r);
 
+  bool IsLocal(RequestId id) const { return RequestOrigin(id) == local_origin_; }
+  // Tells the listener of a change to a local request (after the lock is released).
+  void Notify(RequestId id, auto call) {
+    if (LocalLoadListener* l = listener_.load(std::memory_order_acquire); l && IsLocal(id)) call(*l);
+  }
+
   const uint16_t local_origin_;
+  std::atomic<LocalLoadListener*> listener_{nullptr};
   mutable std::mutex mu_;
   absl::flat_hash_map<RequestId, InFlightRequest> requests_;
   Loads local_, peers_;

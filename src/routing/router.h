@@ -50,6 +50,7 @@ class Router {
 
   WorkerLoad Load(kv::WorkerKey worker) const { return loads_->Load(worker); }
   LoadView& loads() { return *loads_; }
+  const LoadView& loads() const { return *loads_; }
   const RouterConfig& config() const { return config_; }
 
  private:

@@ -15,7 +15,7 @@ RewriteOptions Options() {
   o.extra.worker_id = o.extra.cached_blocks = o.extra.routed_experts = true;
   o.experts_layers = 1;
   o.experts_top_k = 1;
-  o.worker_id = 3;
+  o.worker_id = "w3";
   o.dp_rank = 1;
   o.cached_blocks = 5;
   return o;
@@ -63,7 +63,7 @@ TEST(ResponseRewriter, SglangExpertsAfterTheFinishReasonLandInTheFinalChunk) {
     const json::object final_chunk = json::parse(data[1]).as_object();
     EXPECT_EQ(final_chunk.at("choices").at(0).at("finish_reason"), "length");
     const json::object& nvext = final_chunk.at("nvext").as_object();
-    EXPECT_EQ(nvext.at("worker_id"), 3);
+    EXPECT_EQ(nvext.at("worker_id"), "w3");
     EXPECT_EQ(nvext.at("dp_rank"), 1);
     EXPECT_EQ(nvext.at("cached_blocks"), 5);
     EXPECT_EQ(nvext.at("routed_experts").at("data").as_string(), experts);  // the very same string
@@ -78,7 +78,7 @@ TEST(ResponseRewriter, WholeBodyGetsNvextAndMissingExpertsAreAProblem) {
   const json::value body = json::parse(rewriter.RewriteBody(
       R"({"choices":[{"text":"a"}],"usage":{"prompt_tokens":2,"completion_tokens":1}})"));
   EXPECT_TRUE(body.at("nvext").at("routed_experts").is_null());
-  EXPECT_EQ(body.at("nvext").at("worker_id"), 3);
+  EXPECT_EQ(body.at("nvext").at("worker_id"), "w3");
   EXPECT_NE(rewriter.experts_problem().find("no routed experts"), std::string::npos);
   ResponseRewriter passthrough(Options());
   EXPECT_EQ(passthrough.RewriteBody("not json"), "not json");

@@ -1,0 +1,99 @@
+#include "cluster/load_delta.h"
+
+#include <boost/json.hpp>
+
+namespace kvgate::cluster {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kKindNames[] = {"routed", "first_token", "finished", "heartbeat"};
+
+bool ReadUint(const json::object& o, std::string_view key, uint64_t max, uint64_t* out) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr) return false;
+  if (v->is_uint64()) {
+    *out = v->as_uint64();
+  } else if (v->is_int64() && v->as_int64() >= 0) {
+    *out = static_cast<uint64_t>(v->as_int64());
+  } else {
+    return false;
+  }
+  return *out <= max;
+}
+
+template <typename Int>
+bool Read(const json::object& o, std::string_view key, Int* out) {
+  uint64_t n = 0;
+  if (!ReadUint(o, key, std::numeric_limits<Int>::max(), &n)) return false;
+  *out = static_cast<Int>(n);
+  return true;
+}
+
+bool ReadString(const json::object& o, std::string_view key, std::string* out) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !v->is_string()) return false;
+  *out = std::string(v->as_string());
+  return true;
+}
+
+}  // namespace
+
+std::string EncodeDelta(const LoadDelta& d) {
+  json::object o{{"kind", kKindNames[static_cast<size_t>(d.kind)]},
+                 {"instance", d.instance},
+                 {"origin", d.origin},
+                 {"seq", d.seq}};
+  switch (d.kind) {
+    case DeltaKind::kRouted:
+      o["worker"] = d.worker;
+      o["dp_rank"] = d.dp_rank;
+      o["prefill_tokens"] = d.prefill_tokens;
+      o["decode_blocks"] = d.decode_blocks;
+      [[fallthrough]];
+    case DeltaKind::kFirstToken:
+    case DeltaKind::kFinished:
+      o["request"] = d.request;
+      break;
+    case DeltaKind::kHeartbeat:
+      o["replica"] = d.replica;
+      o["in_flight"] = d.in_flight;
+      break;
+  }
+  return json::serialize(o);
+}
+
+Status DecodeDelta(std::string_view text, LoadDelta* d) {
+  boost::system::error_code ec;
+  const json::value v = json::parse(text, ec);
+  if (ec || !v.is_object()) return Status::InvalidArgument("load delta: not a JSON object");
+  const json::object& o = v.as_object();
+  *d = LoadDelta{};
+  std::string kind;
+  if (!ReadString(o, "kind", &kind)) return Status::InvalidArgument("load delta: no kind");
+  const auto* it = std::find(std::begin(kKindNames), std::end(kKindNames), kind);
+  if (it == std::end(kKindNames)) {
+    return Status::InvalidArgument("load delta: unknown kind '" + kind + "'");
+  }
+  d->kind = static_cast<DeltaKind>(it - std::begin(kKindNames));
+  bool ok = Read(o, "instance", &d->instance) && Read(o, "origin", &d->origin) &&
+            Read(o, "seq", &d->seq);
+  switch (d->kind) {
+    case DeltaKind::kRouted:
+      ok = ok && ReadString(o, "worker", &d->worker) && Read(o, "dp_rank", &d->dp_rank) &&
+           Read(o, "prefill_tokens", &d->prefill_tokens) &&
+           Read(o, "decode_blocks", &d->decode_blocks);
+      [[fallthrough]];
+    case DeltaKind::kFirstToken:
+    case DeltaKind::kFinished:
+      ok = ok && Read(o, "request", &d->request);
+      break;
+    case DeltaKind::kHeartbeat:
+      ok = ok && ReadString(o, "replica", &d->replica) && Read(o, "in_flight", &d->in_flight);
+      break;
+  }
+  if (!ok) return Status::InvalidArgument("load delta: a field is missing or out of range");
+  return Status::Ok();
+}
+
+}  // namespace kvgate::cluster

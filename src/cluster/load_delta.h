@@ -1,0 +1,37 @@
+// The messages gateway replicas exchange on NATS subject `kvgate.<cluster>.load` (docs/
+// design.md §11): each replica's own load changes (a request routed, its first token, its
+// end) and a heartbeat every second. One compact JSON object per message, so `nats sub`
+// shows them as they are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace kvgate::cluster {
+
+enum class DeltaKind : uint8_t { kRouted, kFirstToken, kFinished, kHeartbeat };
+
+struct LoadDelta {
+  DeltaKind kind = DeltaKind::kHeartbeat;
+  uint64_t instance = 0;  // random per process: a replica knows its own messages by it
+  uint16_t origin = 0;    // the replica's request-id origin (top 16 bits of its ids)
+  uint64_t seq = 0;       // the replica's message count: a gap means messages were lost
+  // kRouted, kFirstToken, kFinished:
+  uint64_t request = 0;
+  // kRouted: where, and the load it adds there (routing::LoadView::OnRouted's terms).
+  std::string worker;  // the worker record's id (slots differ between replicas)
+  uint32_t dp_rank = 0;
+  uint32_t prefill_tokens = 0;  // prompt tokens not predicted cached
+  uint32_t decode_blocks = 0;
+  // kHeartbeat:
+  std::string replica;  // a name for people (host:port of the replica)
+  uint64_t in_flight = 0;
+};
+
+std::string EncodeDelta(const LoadDelta& delta);
+Status DecodeDelta(std::string_view text, LoadDelta* delta);
+
+}  // namespace kvgate::cluster

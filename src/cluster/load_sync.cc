@@ -1,0 +1,236 @@
+#include "cluster/load_sync.h"
+
+#include <nats/nats.h>
+
+#include <random>
+
+#include "common/log.h"
+
+namespace kvgate::cluster {
+
+// The NATS connection and subscription (cnats handles, freed in this order).
+struct LoadSync::Nats {
+  natsOptions* options = nullptr;
+  natsConnection* connection = nullptr;
+  natsSubscription* subscription = nullptr;
+  ~Nats() {
+    if (subscription) natsSubscription_Destroy(subscription);
+    if (connection) {
+      natsConnection_Close(connection);
+      natsConnection_Destroy(connection);
+    }
+    if (options) natsOptions_Destroy(options);
+  }
+};
+
+namespace {
+
+uint64_t RandomInstance() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) | rd();
+}
+
+void OnMessage(natsConnection*, natsSubscription*, natsMsg* msg, void* self) {
+  static_cast<std::function<void(std::string_view)>*>(self)->operator()(
+      std::string_view(natsMsg_GetData(msg), static_cast<size_t>(natsMsg_GetDataLength(msg))));
+  natsMsg_Destroy(msg);
+}
+
+}  // namespace
+
+LoadSync::LoadSync(LoadSyncOptions options, routing::LoadView& view, WorkerNames names)
+    : options_(std::move(options)),
+      view_(view),
+      names_(std::move(names)),
+      instance_(RandomInstance()),
+      nats_(std::make_unique<Nats>()) {}
+
+LoadSync::~LoadSync() { Stop(); }
+
+Status LoadSync::Start() {
+  // cnats calls back through C function pointers: these trampolines reach this object.
+  static auto on_disconnected = [](natsConnection*, void* self) {
+    auto* s = static_cast<LoadSync*>(self);
+    s->connected_ = false;
+    ++s->disconnects_;
+    Log(LogLevel::kWarn, "NATS {}: disconnected; routing on this replica's load until it is back",
+        s->options_.nats_url);
+  };
+  static auto on_connected = [](natsConnection*, void* self) {
+    auto* s = static_cast<LoadSync*>(self);
+    s->connected_ = true;
+    Log(LogLevel::kInfo, "NATS {}: connected, sharing load on {}", s->options_.nats_url,
+        s->subject());
+  };
+  Nats& n = *nats_;
+  natsStatus st = natsOptions_Create(&n.options);
+  if (st == NATS_OK) st = natsOptions_SetURL(n.options, options_.nats_url.c_str());
+  if (st == NATS_OK) st = natsOptions_SetMaxReconnect(n.options, -1);  // forever
+  if (st == NATS_OK) st = natsOptions_SetReconnectWait(n.options, 500);
+  if (st == NATS_OK) st = natsOptions_SetNoEcho(n.options, true);  // not our own messages
+  if (st == NATS_OK) st = natsOptions_SetPingInterval(n.options, 1000);
+  if (st == NATS_OK) st = natsOptions_SetMaxPingsOut(n.options, 2);
+  if (st == NATS_OK) st = natsOptions_SetDisconnectedCB(n.options, on_disconnected, this);
+  if (st == NATS_OK) st = natsOptions_SetReconnectedCB(n.options, on_connected, this);
+  // Down at start: keep trying in the background instead of failing the gateway.
+  if (st == NATS_OK) st = natsOptions_SetRetryOnFailedConnect(n.options, true, on_connected, this);
+  if (st != NATS_OK) {
+    return Status::InvalidArgument(
+        fmt::format("NATS options for '{}': {}", options_.nats_url, natsStatus_GetText(st)));
+  }
+  st = natsConnection_Connect(&n.connection, n.options);
+  if (st == NATS_OK) {
+    on_connected(nullptr, this);
+  } else if (st != NATS_NOT_YET_CONNECTED) {
+    return Status::Error(fmt::format("NATS {}: {}", options_.nats_url, natsStatus_GetText(st)));
+  } else {
+    Log(LogLevel::kWarn, "NATS {} is not reachable yet: routing on local load, retrying",
+        options_.nats_url);
+  }
+  receive_ = [this](std::string_view data) { Receive(data); };
+  st = natsConnection_Subscribe(&n.subscription, n.connection, subject().c_str(), OnMessage,
+                                &receive_);
+  if (st != NATS_OK) {
+    return Status::Error(fmt::format("NATS subscribe {}: {}", subject(), natsStatus_GetText(st)));
+  }
+  view_.SetLocalListener(this);
+  heartbeat_ = std::thread([this] { HeartbeatLoop(); });
+  return Status::Ok();
+}
+
+void LoadSync::Stop() {
+  {
+    std::lock_guard lock(stop_mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (heartbeat_.joinable()) heartbeat_.join();
+  view_.SetLocalListener(nullptr);
+  std::lock_guard lock(publish_mu_);
+  nats_.reset();  // closes the connection: no callback runs after this
+}
+
+void LoadSync::Publish(LoadDelta delta) {
+  delta.instance = instance_;
+  delta.origin = view_.local_origin();
+  std::lock_guard lock(publish_mu_);
+  if (nats_ == nullptr || nats_->connection == nullptr) return;
+  delta.seq = next_seq_++;
+  const std::string text = EncodeDelta(delta);
+  // Buffered by cnats while disconnected (sent on reconnect, in order); an error means the
+  // buffer is full, and the gap in seq tells the peers.
+  const natsStatus st = natsConnection_Publish(nats_->connection, subject().c_str(), text.data(),
+                                               static_cast<int>(text.size()));
+  ++(st == NATS_OK ? sent_ : send_errors_);
+}
+
+void LoadSync::OnRouted(routing::RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
+                        uint32_t decode_blocks) {
+  LoadDelta d;
+  d.kind = DeltaKind::kRouted;
+  d.request = id;
+  d.worker = names_.id_of(worker.worker);
+  d.dp_rank = worker.dp_rank;
+  d.prefill_tokens = prefill_tokens;
+  d.decode_blocks = decode_blocks;
+  Publish(std::move(d));
+}
+
+void LoadSync::OnFirstToken(routing::RequestId id) {
+  LoadDelta d;
+  d.kind = DeltaKind::kFirstToken;
+  d.request = id;
+  Publish(std::move(d));
+}
+
+void LoadSync::OnFinished(routing::RequestId id) {
+  LoadDelta d;
+  d.kind = DeltaKind::kFinished;
+  d.request = id;
+  Publish(std::move(d));
+}
+
+void LoadSync::Receive(std::string_view data) {
+  LoadDelta d;
+  if (!DecodeDelta(data, &d).ok() || d.instance == instance_) {
+    ++bad_messages_;
+    return;
+  }
+  if (d.origin == view_.local_origin()) {
+    // Two replicas drew the same origin: their request ids could collide.
+    if (bad_messages_++ == 0) {
+      Log(LogLevel::kError, "replica {} uses this replica's request-id origin {}: set distinct "
+          "cluster.replica_id values", d.replica.empty() ? "?" : d.replica, d.origin);
+    }
+    return;
+  }
+  // A request of another origin must not be counted as this replica's.
+  if (d.kind != DeltaKind::kHeartbeat && routing::RequestOrigin(d.request) != d.origin) {
+    ++bad_messages_;
+    return;
+  }
+  ++received_;
+  {
+    std::lock_guard lock(peers_mu_);
+    if (peers_.OnMessage(d.origin, d.seq, Peers::Clock::now()) ==
+        Peers::Verdict::kResetThenApply) {
+      ++peer_resets_;
+      view_.RemoveOrigin(d.origin);
+    }
+    peer_count_ = peers_.size();
+  }
+  switch (d.kind) {
+    case DeltaKind::kRouted: {
+      const std::optional<uint32_t> slot = names_.slot_of(d.worker);
+      if (!slot) {
+        ++unknown_workers_;
+        return;
+      }
+      view_.OnRouted(d.request, {*slot, d.dp_rank}, d.prefill_tokens, d.decode_blocks);
+      return;
+    }
+    case DeltaKind::kFirstToken:
+      view_.OnFirstToken(d.request);
+      return;
+    case DeltaKind::kFinished:
+      view_.OnFinished(d.request);
+      return;
+    case DeltaKind::kHeartbeat:
+      return;
+  }
+}
+
+void LoadSync::HeartbeatLoop() {
+  std::unique_lock lock(stop_mu_);
+  auto next_beat = Peers::Clock::now();
+  while (!stop_) {
+    const auto now = Peers::Clock::now();
+    if (now >= next_beat) {
+      LoadDelta beat;
+      beat.kind = DeltaKind::kHeartbeat;
+      beat.replica = options_.replica_name;
+      beat.in_flight = view_.InFlight();
+      Publish(std::move(beat));
+      next_beat = now + options_.heartbeat;
+    }
+    {
+      std::lock_guard peers_lock(peers_mu_);
+      for (uint16_t origin : peers_.Expire(now, options_.peer_timeout)) {
+        ++peers_expired_;
+        view_.RemoveOrigin(origin);
+        Log(LogLevel::kInfo, "peer replica with origin {} fell silent: its load is dropped",
+            origin);
+      }
+      peer_count_ = peers_.size();
+    }
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; });
+  }
+}
+
+LoadSyncStats LoadSync::Stats() const {
+  return {connected_, peer_count_, sent_, received_, disconnects_, peer_resets_, peers_expired_,
+          unknown_workers_, bad_messages_, send_errors_};
+}
+
+}  // namespace kvgate::cluster
