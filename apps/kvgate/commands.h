@@ -13,5 +13,6 @@ void AddMockerCommand(CLI::App& app, int& exit_code);
 void AddTokenizeCommand(CLI::App& app, int& exit_code);
 void AddTemplateCommand(CLI::App& app, int& exit_code);
 void AddServeCommand(CLI::App& app, int& exit_code);
+void AddRegisterCommand(CLI::App& app, int& exit_code);
 
 }  // namespace kvgate::app

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   kvgate::app::AddTokenizeCommand(app, exit_code);
   kvgate::app::AddTemplateCommand(app, exit_code);
   kvgate::app::AddServeCommand(app, exit_code);
+  kvgate::app::AddRegisterCommand(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -48,9 +48,13 @@ std::string DefaultWorkerId(std::string_view url) {
     rest.remove_prefix(scheme + 3);
   }
   rest = rest.substr(0, rest.find('/'));
-  std::string id;
-  for (char c : rest) id += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return id;
+  // FNV-1a (32 bits) of the lower-cased host:port: fixed by its definition, not by a library.
+  uint32_t hash = 2166136261u;
+  for (char c : rest) {
+    hash ^= static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
+    hash *= 16777619u;
+  }
+  return fmt::format("w-{:08x}", hash);
 }
 
 Status ParseWorkerRecord(const json::value& value, WorkerRecord* r) {

@@ -33,7 +33,9 @@ struct WorkerRecord {
   bool operator==(const WorkerRecord&) const = default;
 };
 
-// A stable name for the worker at `url`: its host and port ("10.0.0.1:8000").
+// A stable name for the worker at `url`, the same in every replica: "w-" and 8 hex digits
+// of a hash of its host:port. It names the worker to clients (nvext.worker_id, errors)
+// without telling them where it lives.
 std::string DefaultWorkerId(std::string_view url);
 
 // Fills `record` from a JSON object: `url` is required, `id` defaults from it.

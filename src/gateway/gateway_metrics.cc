@@ -167,8 +167,9 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
     CounterFamily connected{
         "kvgate_cluster_connected", "1 while connected to NATS.", {}, true};
     connected.Set({}, st.connected ? 1 : 0);
-    CounterFamily messages{"kvgate_cluster_messages_total", "Load deltas and heartbeats.",
-                           {"direction"}};
+    CounterFamily messages{"kvgate_cluster_messages_total",
+                           "Load deltas and heartbeats, by what became of them.",
+                           {"outcome"}};
     messages.Add({"sent"}, static_cast<double>(st.sent));
     messages.Add({"received"}, static_cast<double>(st.received));
     messages.Add({"send_failed"}, static_cast<double>(st.send_errors));

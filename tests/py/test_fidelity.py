@@ -86,16 +86,16 @@ class FidelityTest(unittest.TestCase):
             self.assertEqual(w["active_requests"], {"local": 0, "peers": 0})
             self.assertEqual(w["url"], m.url)
             _, text = gw.request("GET", "/metrics")
-            self.assertEqual(metric(text, "kvgate_fidelity_requests_total", worker="0"), 3)
-            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker="0"), 0)
-            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker="0", kind="predicted"),
+            self.assertEqual(metric(text, "kvgate_fidelity_requests_total", worker=gw.worker_id(m)), 3)
+            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker=gw.worker_id(m)), 0)
+            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker=gw.worker_id(m), kind="predicted"),
                              f["predicted_cached_tokens"])
-            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker="0", kind="reported"),
+            self.assertEqual(metric(text, "kvgate_fidelity_cached_tokens_total", worker=gw.worker_id(m), kind="reported"),
                              f["reported_cached_tokens"])
-            self.assertEqual(metric(text, "kvgate_worker_canary", worker="0", result="ok"), 1)
+            self.assertEqual(metric(text, "kvgate_worker_canary", worker=gw.worker_id(m), result="ok"), 1)
             # On demand, again: a fresh prompt, so the result is not an echo of the first.
-            status, text = gw.request("POST", "/admin/workers/0/probe", b"")
-            self.assertEqual((status, json.loads(text)), (200, {"worker": "0", "canary": "ok"}))
+            status, text = gw.request("POST", f"/admin/workers/{gw.worker_id(m)}/probe", b"")
+            self.assertEqual((status, json.loads(text)), (200, {"worker": gw.worker_id(m), "canary": "ok"}))
             status, _ = gw.request("POST", "/admin/workers/7/probe", b"")
             self.assertEqual(status, 404)
             status, ready = gw.request("GET", "/ready")
@@ -112,10 +112,10 @@ class FidelityTest(unittest.TestCase):
             status, ready = gw.request("GET", "/ready")
             self.assertEqual(status, 200)  # it keeps serving ...
             flagged = json.loads(ready)["flagged"]
-            self.assertEqual([f["worker"] for f in flagged], [0])  # ... and says what is wrong
+            self.assertEqual([f["worker"] for f in flagged], [gw.worker_id(m)])  # ... and says what is wrong
             self.assertIn("block_size", flagged[0]["reason"])
             _, text = gw.request("GET", "/metrics")
-            self.assertEqual(metric(text, "kvgate_worker_canary", worker="0",
+            self.assertEqual(metric(text, "kvgate_worker_canary", worker=gw.worker_id(m),
                                     result="block_size_mismatch"), 1)
         finally:
             gw.close()
@@ -145,7 +145,7 @@ class FidelityTest(unittest.TestCase):
             flagged = self.workers(gw)[0]["flagged"]
             self.assertIn("chat template", flagged)
             _, text = gw.request("GET", "/metrics")
-            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker="0"), 4)
+            self.assertEqual(metric(text, "kvgate_fidelity_prompt_tokens_mismatch_total", worker=gw.worker_id(m)), 4)
         finally:
             gw.close()
             m.close()

@@ -51,10 +51,13 @@ class Gateway:
             raise AssertionError(f"serve did not start: {line!r} {self.log.read()}")
         self.url = f"http://127.0.0.1:{m.group(1)}"
         self.workers = []
-        for line in self.proc.stdout:
+        self.worker_ids = {}  # url -> the id the gateway gave it
+        for line in self.proc.stdout if self.expected_workers(config, args) else []:
             if not line.startswith("  worker"):
                 break
-            self.workers.append(line.split(": ", 1)[1].strip())
+            wid, url = line[len("  worker "):].strip().split(": ", 1)
+            self.workers.append(url)
+            self.worker_ids[url] = wid
             if len(self.workers) == self.expected_workers(config, args):
                 break
 
@@ -64,6 +67,9 @@ class Gateway:
         if "--mock-workers" in args:
             n += int(args[args.index("--mock-workers") + 1])
         return n
+
+    def worker_id(self, mocker):
+        return self.worker_ids[mocker.url]
 
     def request(self, method, path, body=None, headers=None, timeout=30):
         data = None
@@ -466,15 +472,15 @@ class GatewayTest(unittest.TestCase):
                 body = {"prompt": text_prompt(tag, 200), "max_tokens": 2, "nvext": asks}
                 _, first = gw.post("/v1/completions", body)
                 sent += 1
-                if first["nvext"]["worker_id"] == 0:  # the first configured worker
+                if first["nvext"]["worker_id"] == gw.worker_id(eagle):
                     break
-            self.assertEqual(first["nvext"]["worker_id"], 0,
+            self.assertEqual(first["nvext"]["worker_id"], gw.worker_id(eagle),
                              "no request went to the EAGLE worker")
             # Each distinct prompt leaves 12 blocks: 200 // 16 on the plain worker, and
             # (200 - 1) // 16 windows of 17 tokens on the EAGLE one.
             gw.wait_metric("kvgate_index_size", lambda v: v >= sent * 12, what="blocks")
             _, again = gw.post("/v1/completions", body)
-            self.assertEqual(again["nvext"]["worker_id"], 0)
+            self.assertEqual(again["nvext"]["worker_id"], gw.worker_id(eagle))
             self.assertEqual(again["nvext"]["cached_blocks"], 199 // BLOCK)
             self.assertEqual(cached_tokens(again["usage"]), 199 // BLOCK * BLOCK)
         finally:
@@ -660,11 +666,12 @@ class GatewayTest(unittest.TestCase):
             self.assertEqual(r2["nvext"]["worker_id"], w)
             gw.wait_metric("kvgate_index_size", lambda v: v >= 400 // BLOCK, what="blocks")
 
+            w = [gw.worker_id(m) for m in mockers].index(w)  # which mocker that is
             mockers[w].kill()
             # Routed to the dead worker (its cache), failed before any byte: retried elsewhere.
             status, r = gw.post("/v1/completions", {"prompt": q1, "max_tokens": 2, "nvext": asks})
             self.assertEqual(status, 200, r)
-            self.assertNotEqual(r["nvext"]["worker_id"], w)
+            self.assertNotEqual(r["nvext"]["worker_id"], gw.worker_id(mockers[w]))
             self.assertGreaterEqual(gw.metric("kvgate_upstream_retries_total"), 1)
             # Concurrent traffic while it is down: nothing hangs, nothing fails.
             results = []
@@ -678,10 +685,10 @@ class GatewayTest(unittest.TestCase):
             for t in threads:
                 t.join(30)
             self.assertEqual(results, [200] * 8)
-            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 0, worker=str(w))
+            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 0, worker=gw.worker_id(mockers[w]))
 
             mockers[w] = Mocker(ports=mockers[w].ports)  # restarted, empty cache
-            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 1, worker=str(w))
+            gw.wait_metric("kvgate_worker_healthy", lambda v: v == 1, worker=gw.worker_id(mockers[w]))
             # No stale blocks: what the gateway predicts is what the engine then serves.
             _, r = gw.post("/v1/completions", {"prompt": q2, "max_tokens": 2, "nvext": asks})
             predicted = r["nvext"]["cached_blocks"] * BLOCK
@@ -706,8 +713,8 @@ class GatewayTest(unittest.TestCase):
             # Every attempt on the hanging worker timed out and went to the other one.
             retries = gw.metric("kvgate_upstream_retries_total")
             self.assertGreaterEqual(retries, 1)
-            self.assertEqual(retries, gw.metric("kvgate_routing_decisions_total", worker="0"))
-            self.assertEqual(gw.metric("kvgate_upstream_errors_total", worker="0"), retries)
+            self.assertEqual(retries, gw.metric("kvgate_routing_decisions_total", worker=gw.worker_id(hang)))
+            self.assertEqual(gw.metric("kvgate_upstream_errors_total", worker=gw.worker_id(hang)), retries)
             status, r = alone.post("/v1/completions", {"prompt": "hello", "max_tokens": 2})
             self.assertEqual(status, 504)
             self.assertEqual(r["error"]["code"], 504)

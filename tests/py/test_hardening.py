@@ -161,7 +161,7 @@ class HardeningTest(unittest.TestCase):
             # Health checks pass every 100 ms; only its failed requests take it out.
             with open(os.path.join(gw.tmp, "stderr.log")) as f:
                 log = f.read()
-            self.assertIn("worker 0", log)
+            self.assertIn(f"worker {gw.worker_id(hang)}", log)
             self.assertIn("is unhealthy after 2 failed requests", log)
         finally:
             gw.close()
@@ -265,7 +265,7 @@ class HardeningTest(unittest.TestCase):
             held.clear()
             time.sleep(0.5)
             # Its own shortage did not take the worker out of routing.
-            self.assertEqual(gw.metric("kvgate_worker_healthy", worker="0"), 1)
+            self.assertEqual(gw.metric("kvgate_worker_healthy", worker=gw.worker_id(m)), 1)
             status, _ = gw.post("/v1/completions", {"prompt": "again", "max_tokens": 1})
             self.assertEqual(status, 200)
         finally:
