@@ -155,11 +155,11 @@ struct Gateway::Impl {
     std::lock_guard lock(membership_mu);
     if (std::optional<uint32_t> slot = workers->Find(record.id)) {
       const Worker& old = workers->worker(*slot);
-      if (old.source == source && old.config == record) return Status::Ok();  // no change
       if (!replace || old.source != source) {
         return {StatusCode::kAlreadyExists,
                 fmt::format("worker '{}' exists (source {})", record.id, SourceName(old.source))};
       }
+      if (old.config == record) return Status::Ok();  // the same record again
       (void)workers->Remove(record.id);
     }
     uint32_t slot = 0;
