@@ -31,33 +31,7 @@ Status ReadCount(const json::value& v, std::string_view field, Int* out) {
   return Status::Ok();
 }
 
-}  // namespace
-
-std::string_view RoleName(WorkerRole role) { return kRoleNames[static_cast<size_t>(role)]; }
-
-std::optional<WorkerRole> ParseRole(std::string_view name) {
-  for (size_t i = 0; i < std::size(kRoleNames); ++i) {
-    if (kRoleNames[i] == name) return static_cast<WorkerRole>(i);
-  }
-  return std::nullopt;
-}
-
-std::string DefaultWorkerId(std::string_view url) {
-  std::string_view rest = url;
-  if (const size_t scheme = rest.find("://"); scheme != std::string_view::npos) {
-    rest.remove_prefix(scheme + 3);
-  }
-  rest = rest.substr(0, rest.find('/'));
-  // FNV-1a (32 bits) of the lower-cased host:port: fixed by its definition, not by a library.
-  uint32_t hash = 2166136261u;
-  for (char c : rest) {
-    hash ^= static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
-    hash *= 16777619u;
-  }
-  return fmt::format("w-{:08x}", hash);
-}
-
-Status ParseWorkerRecord(const json::value& value, WorkerRecord* r) {
+Status ReadRecord(const json::value& value, WorkerRecord* r) {
   const json::object* o = value.if_object();
   if (o == nullptr) return Status::InvalidArgument("worker record: must be a JSON object");
   *r = WorkerRecord{};
@@ -99,11 +73,37 @@ Status ParseWorkerRecord(const json::value& value, WorkerRecord* r) {
   return FinishWorkerRecord(r);
 }
 
+}  // namespace
+
+std::string_view RoleName(WorkerRole role) { return kRoleNames[static_cast<size_t>(role)]; }
+
+std::optional<WorkerRole> ParseRole(std::string_view name) {
+  for (size_t i = 0; i < std::size(kRoleNames); ++i) {
+    if (kRoleNames[i] == name) return static_cast<WorkerRole>(i);
+  }
+  return std::nullopt;
+}
+
+std::string DefaultWorkerId(std::string_view url) {
+  std::string_view rest = url;
+  if (const size_t scheme = rest.find("://"); scheme != std::string_view::npos) {
+    rest.remove_prefix(scheme + 3);
+  }
+  rest = rest.substr(0, rest.find('/'));
+  // FNV-1a (32 bits) of the lower-cased host:port: fixed by its definition, not by a library.
+  uint32_t hash = 2166136261u;
+  for (char c : rest) {
+    hash ^= static_cast<unsigned char>(std::tolower(static_cast<unsigned char>(c)));
+    hash *= 16777619u;
+  }
+  return fmt::format("w-{:08x}", hash);
+}
+
 Status ParseWorkerRecord(std::string_view text, WorkerRecord* record) {
   boost::system::error_code ec;
   const json::value v = json::parse(text, ec);
   if (ec) return Status::InvalidArgument(fmt::format("worker record: not JSON ({})", ec.message()));
-  return ParseWorkerRecord(v, record);
+  return ReadRecord(v, record);
 }
 
 Status FinishWorkerRecord(WorkerRecord* r) {

@@ -38,8 +38,7 @@ struct WorkerRecord {
 // without telling them where it lives.
 std::string DefaultWorkerId(std::string_view url);
 
-// Fills `record` from a JSON object: `url` is required, `id` defaults from it.
-Status ParseWorkerRecord(const boost::json::value& json, WorkerRecord* record);
+// Fills `record` from a JSON object's text: `url` is required, `id` defaults from it.
 Status ParseWorkerRecord(std::string_view json_text, WorkerRecord* record);
 // Every field, defaults included (ids and urls are what a reader looks for first).
 boost::json::object ToJson(const WorkerRecord& record);
