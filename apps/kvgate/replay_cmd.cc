@@ -29,6 +29,9 @@ struct ReplayFlags {
   std::string url;
   std::string model;
   routing::KvWeights kv;
+  uint32_t replicas = 1;
+  std::string sync = "on";
+  double sync_delay_ms = 0;
 };
 
 int Replay(const ReplayFlags& f) {
@@ -62,10 +65,24 @@ int Replay(const ReplayFlags& f) {
   options.speed = f.speed;
   options.seed = f.seed;
   options.kv_weights = f.kv;
+  if (f.sync != "on" && f.sync != "off") {
+    std::cerr << "kvgate replay: --sync must be on or off\n";
+    return 2;
+  }
+  if (f.replicas == 0) {
+    std::cerr << "kvgate replay: --replicas must be positive\n";
+    return 2;
+  }
+  options.replicas = f.replicas;
+  options.sync = f.sync == "on";
+  options.sync_delay_ms = f.sync_delay_ms;
 
   replay::Report report;
   report.trace_path = trace.path;
   report.trace_requests = trace.requests.size();
+  report.replicas = f.replicas;
+  report.sync = options.sync;
+  report.sync_delay_ms = f.sync_delay_ms;
   report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
   report.bound_reuse = replay::BoundReuse(trace, f.block_size, f.trace_block_size,
                                           uint64_t{f.workers} * f.num_blocks);
@@ -153,6 +170,11 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
                   "Replay live against a running gateway (e.g. http://127.0.0.1:8000): "
                   "streaming token-id completions at trace times; --policy is the gateway's");
   cmd->add_option("--model", f.model, "Model name for live requests (default: the gateway's)");
+  cmd->add_option("--replicas", f.replicas, "Gateway replicas requests are spread over")
+      ->capture_default_str();
+  cmd->add_option("--sync", f.sync, "Replicas share load (on|off)")->capture_default_str();
+  cmd->add_option("--sync-delay-ms", f.sync_delay_ms, "How late a replica's load reaches the others")
+      ->capture_default_str();
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();
   cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")

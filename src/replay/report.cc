@@ -88,6 +88,9 @@ std::string ReportJson(const Report& report) {
                                           {"requests", report.trace_requests},
                                           {"ideal_reuse", report.ideal_reuse},
                                           {"bound_reuse", report.bound_reuse}}},
+                   {"gateways", json::object{{"replicas", report.replicas},
+                                             {"sync", report.sync},
+                                             {"sync_delay_ms", report.sync_delay_ms}}},
                    {"policies", std::move(policies)}};
   return json::serialize(out);
 }

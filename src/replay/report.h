@@ -34,6 +34,10 @@ struct Report {
   size_t trace_requests = 0;
   double ideal_reuse = 0;  // one infinite cache
   double bound_reuse = 0;  // one LRU cache of the fleet's total blocks
+  // The gateways the runs modelled (docs/design.md §11).
+  uint32_t replicas = 1;
+  bool sync = true;
+  double sync_delay_ms = 0;
   std::vector<PolicySummary> policies;
 };
 

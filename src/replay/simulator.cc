@@ -40,11 +40,41 @@ class EventPipe : public events::StreamActions {
 };
 
 struct SimEvent {
+  enum Kind : uint8_t { kArrival, kStepDone, kLoadDelta };
   double t;
   uint64_t order;  // FIFO among equal times, for determinism
-  bool arrival;
-  uint32_t index;  // request (arrival) or worker (step done)
+  Kind kind;
+  uint32_t index;  // request (arrival), worker (step done) or delta (load delta)
   bool operator>(const SimEvent& o) const { return t != o.t ? t > o.t : order > o.order; }
+};
+
+// A replica's load change on its way to the other replicas.
+struct LoadDelta {
+  enum Kind : uint8_t { kRouted, kFirstToken, kFinished } kind;
+  uint32_t from;  // the replica that made it
+  routing::RequestId id;
+  kv::WorkerKey worker;
+  uint32_t prefill_tokens, decode_blocks;
+};
+
+// Collects one replica's own load changes (what LoadSync would publish).
+class DeltaCollector : public routing::LocalLoadListener {
+ public:
+  DeltaCollector(uint32_t replica, std::vector<LoadDelta>& out) : replica_(replica), out_(out) {}
+  void OnRouted(routing::RequestId id, kv::WorkerKey w, uint32_t prefill,
+                uint32_t decode) override {
+    out_.push_back({LoadDelta::kRouted, replica_, id, w, prefill, decode});
+  }
+  void OnFirstToken(routing::RequestId id) override {
+    out_.push_back({LoadDelta::kFirstToken, replica_, id, {}, 0, 0});
+  }
+  void OnFinished(routing::RequestId id) override {
+    out_.push_back({LoadDelta::kFinished, replica_, id, {}, 0, 0});
+  }
+
+ private:
+  const uint32_t replica_;
+  std::vector<LoadDelta>& out_;
 };
 
 }  // namespace
@@ -60,7 +90,19 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
   rc.kv = options.kv_weights;
   rc.seed = options.seed;
   rc.approx.capacity_blocks = options.engine.num_blocks;
-  routing::Router router(rc, &index);
+  const uint32_t replicas = std::max<uint32_t>(1, options.replicas);
+  std::vector<LoadDelta> deltas;  // published, delivered by kLoadDelta events
+  std::vector<std::unique_ptr<routing::Router>> routers;
+  std::vector<std::unique_ptr<DeltaCollector>> collectors;
+  for (uint32_t r = 0; r < replicas; ++r) {
+    rc.request_origin = static_cast<uint16_t>(r + 1);
+    rc.seed = options.seed + r;
+    routers.push_back(std::make_unique<routing::Router>(rc, &index));
+    if (replicas > 1 && options.sync) {
+      collectors.push_back(std::make_unique<DeltaCollector>(r, deltas));
+      routers.back()->loads().SetLocalListener(collectors.back().get());
+    }
+  }
 
   std::vector<std::unique_ptr<mocker::Engine>> engines;
   std::vector<std::unique_ptr<EventPipe>> pipes;
@@ -69,19 +111,23 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
   for (uint32_t w = 0; w < options.workers; ++w) {
     engines.push_back(std::make_unique<mocker::Engine>(options.engine));
     pipes.push_back(std::make_unique<EventPipe>(index, w));
-    router.AddWorker({w, 0});
+    for (auto& router : routers) router->AddWorker({w, 0});
   }
 
   PolicyRun run;
   run.policy = policy;
   run.requests.resize(trace.requests.size());
   std::vector<routing::RequestId> route_ids(trace.requests.size(), 0);
+  // Which replica routed each request (round-robin by arrival): it hears how it goes.
+  auto router_of = [&](uint32_t request) -> routing::Router& {
+    return *routers[request % replicas];
+  };
   std::vector<double> last_token(trace.requests.size(), 0);
 
   std::priority_queue<SimEvent, std::vector<SimEvent>, std::greater<>> queue;
   uint64_t order = 0;
   for (uint32_t i = 0; i < trace.requests.size(); ++i) {
-    queue.push({trace.requests[i].timestamp_ms / options.speed, order++, true, i});
+    queue.push({trace.requests[i].timestamp_ms / options.speed, order++, SimEvent::kArrival, i});
   }
 
   auto start_step = [&](uint32_t w, double now) {
@@ -93,16 +139,45 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       return;
     }
     busy[w] = true;
-    queue.push({now + r.duration_ms, order++, false, w});
+    queue.push({now + r.duration_ms, order++, SimEvent::kStepDone, w});
   };
 
   std::vector<uint64_t> local;
   size_t arrived = 0;
   const size_t progress_every = std::max<size_t>(1, trace.requests.size() / 100);
+  // Deltas published while handling an event leave for the other replicas after the delay.
+  size_t deltas_sent = 0;
+  auto send_deltas = [&](double now) {
+    for (; deltas_sent < deltas.size(); ++deltas_sent) {
+      queue.push({now + options.sync_delay_ms, order++, SimEvent::kLoadDelta,
+                  static_cast<uint32_t>(deltas_sent)});
+    }
+  };
+  auto deliver = [&](const LoadDelta& d) {
+    for (uint32_t r = 0; r < replicas; ++r) {
+      if (r == d.from) continue;
+      routing::LoadView& view = routers[r]->loads();
+      switch (d.kind) {
+        case LoadDelta::kRouted:
+          view.OnRouted(d.id, d.worker, d.prefill_tokens, d.decode_blocks);
+          break;
+        case LoadDelta::kFirstToken:
+          view.OnFirstToken(d.id);
+          break;
+        case LoadDelta::kFinished:
+          view.OnFinished(d.id);
+          break;
+      }
+    }
+  };
   while (!queue.empty()) {
     const SimEvent ev = queue.top();
     queue.pop();
-    if (ev.arrival) {
+    if (ev.kind == SimEvent::kLoadDelta) {
+      deliver(deltas[ev.index]);
+      continue;
+    }
+    if (ev.kind == SimEvent::kArrival) {
       const TraceRequest& tr = trace.requests[ev.index];
       RequestMetrics& m = run.requests[ev.index];
       std::vector<uint32_t> tokens = PromptTokens(tr, options.trace_block_size);
@@ -113,6 +188,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       routing::RouteRequest route;
       route.local_hashes = local;
       route.prompt_tokens = m.prompt_tokens;
+      routing::Router& router = router_of(ev.index);
       auto decision = router.Route(route);
       if (progress && ++arrived % progress_every == 0) progress(arrived, trace.requests.size());
       if (!decision) {
@@ -126,9 +202,11 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       if (!engines[w]->Submit({ev.index, std::move(tokens), tr.output_length, "", "", 0})) {
         m.rejected = true;
         router.OnFailed(decision->id);
+        send_deltas(ev.t);
         continue;
       }
       if (!busy[w]) start_step(w, ev.t);
+      send_deltas(ev.t);
       continue;
     }
     const uint32_t w = ev.index;
@@ -138,7 +216,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       if (o.first) {
         m.first_token_ms = ev.t;
         m.cached_tokens = o.cached_tokens;
-        router.OnFirstToken(route_ids[o.request_id]);
+        router_of(o.request_id).OnFirstToken(route_ids[o.request_id]);
       } else {
         m.itl_ms.push_back(static_cast<float>(ev.t - last_token[o.request_id]));
       }
@@ -146,7 +224,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       ++m.output_tokens;
       if (o.finished) {
         m.finish_ms = ev.t;
-        router.OnFinished(route_ids[o.request_id]);
+        router_of(o.request_id).OnFinished(route_ids[o.request_id]);
       }
     }
     if (!r.events.empty()) {
@@ -158,6 +236,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
     } else {
       busy[w] = false;
     }
+    send_deltas(ev.t);
   }
   if (progress) progress(trace.requests.size(), trace.requests.size());
   run.wall_seconds =

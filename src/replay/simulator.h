@@ -22,6 +22,13 @@ struct ReplayOptions {
   uint64_t seed = 0;
   wire::EncodeOptions event_format;
   routing::KvWeights kv_weights;
+  // Gateway replicas (docs/design.md §11): requests go round-robin to `replicas` routers,
+  // each with its own load view; with `sync`, each replica's load changes reach the others
+  // `sync_delay_ms` later (as NATS deltas would). They share one index: each replica
+  // subscribes to every worker's events, so their indexes are the same.
+  uint32_t replicas = 1;
+  bool sync = true;
+  double sync_delay_ms = 0;
 };
 
 struct RequestMetrics {

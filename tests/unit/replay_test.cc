@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdio>
 #include <fstream>
 
@@ -80,6 +82,33 @@ TEST(Replay, KvBeatsRoundRobinOnSharedPrefixes) {
   EXPECT_EQ(kv.requests, 300u);
   EXPECT_GT(kv.reuse, rr.reuse + 0.05);
   EXPECT_LE(kv.reuse, IdealReuse(trace, options.engine.block_size, 512) + 1e-9);
+}
+
+// Replicas (docs/design.md §11): with load shared at once, four routers place requests as
+// one does; without, each sees a quarter of the load and places them otherwise.
+TEST(Replay, ReplicasThatShareLoadRouteAsOneGateway) {
+  SyntheticTraceOptions o;
+  o.requests = 400;
+  o.seed = 7;
+  const Trace trace = GenerateSyntheticTrace(o);
+  ReplayOptions options;
+  options.workers = 4;
+  options.engine.num_blocks = 4096;
+  options.speed = 6;  // busy enough that load, not only cache, decides
+  auto run = [&](uint32_t replicas, bool sync, double delay_ms = 0) {
+    options.replicas = replicas;
+    options.sync = sync;
+    options.sync_delay_ms = delay_ms;
+    return Summarize(RunOffline(trace, routing::Policy::kKv, options), 4, 16);
+  };
+  const PolicySummary one = run(1, true), synced = run(4, true), alone = run(4, false),
+                      late = run(4, true, 20);
+  for (const PolicySummary* s : {&synced, &alone, &late}) EXPECT_EQ(s->requests, 400u);
+  EXPECT_NEAR(synced.reuse, one.reuse, 0.01);
+  EXPECT_NEAR(synced.ttft_ms.p90, one.ttft_ms.p90, one.ttft_ms.p90 * 0.02);
+  EXPECT_NE(alone.requests_per_worker, one.requests_per_worker);
+  EXPECT_GT(std::abs(alone.reuse - one.reuse), 0.02);
+  EXPECT_NE(late.requests_per_worker, one.requests_per_worker);  // the delay is modelled
 }
 
 }  // namespace
