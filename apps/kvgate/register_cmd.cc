@@ -15,7 +15,8 @@ std::atomic<bool> g_stop{false};
 }  // namespace
 
 void AddRegisterCommand(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("register", "Keep an engine's worker record in etcd while it is up");
+  auto* cmd =
+      app.add_subcommand("register", "Keep an engine's worker record in etcd while it is up");
   auto o = std::make_shared<discovery::RegistrarOptions>();
   auto engine = std::make_shared<std::string>("vllm");
   auto role = std::make_shared<std::string>("both");

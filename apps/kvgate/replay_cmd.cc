@@ -173,7 +173,8 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--replicas", f.replicas, "Gateway replicas requests are spread over")
       ->capture_default_str();
   cmd->add_option("--sync", f.sync, "Replicas share load (on|off)")->capture_default_str();
-  cmd->add_option("--sync-delay-ms", f.sync_delay_ms, "How late a replica's load reaches the others")
+  cmd->add_option("--sync-delay-ms", f.sync_delay_ms,
+                  "How late a replica's load reaches the others")
       ->capture_default_str();
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();

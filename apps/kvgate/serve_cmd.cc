@@ -199,8 +199,10 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--etcd", f.etcd, "Discover workers in etcd (http://host:2379)");
   cmd->add_option("--etcd-prefix", f.etcd_prefix, "etcd key prefix (default /kvgate)");
   cmd->add_option("--nats", f.nats, "Share load with other replicas over NATS (nats://host:4222)");
-  cmd->add_option("--cluster-name", f.cluster_name, "Replicas of one cluster share load (default default)");
-  cmd->add_option("--replica-id", f.replica_id, "This replica's request-id origin, 1..65535 (default auto)");
+  cmd->add_option("--cluster-name", f.cluster_name,
+                  "Replicas of one cluster share load (default default)");
+  cmd->add_option("--replica-id", f.replica_id,
+                  "This replica's request-id origin, 1..65535 (default auto)");
   cmd->add_option("--api-key", f.api_keys, "Require this API key (repeatable)");
   cmd->add_option("--api-keys-file", f.api_keys_file, "Require one of these keys (one per line)");
   cmd->callback([&exit_code] { exit_code = RunServe(f); });

@@ -20,8 +20,8 @@ constexpr HttpError kErrors[] = {
     {StatusCode::kNotFound, 404, "not_found_error"},
     {StatusCode::kAlreadyExists, 409, "conflict_error"},
     {StatusCode::kFailedPrecondition, 422, "invalid_request_error"},  // valid, but not here
-    {StatusCode::kUnimplemented, 405, "invalid_request_error"},  // method not allowed
-    {StatusCode::kOutOfRange, 413, "invalid_request_error"},     // body too large
+    {StatusCode::kUnimplemented, 405, "invalid_request_error"},       // method not allowed
+    {StatusCode::kOutOfRange, 413, "invalid_request_error"},          // body too large
     {StatusCode::kResourceExhausted, 429, "rate_limit_error"},
     {StatusCode::kAborted, 502, "upstream_error"},
     {StatusCode::kUnavailable, 503, "service_unavailable"},

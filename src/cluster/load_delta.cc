@@ -76,8 +76,8 @@ Status DecodeDelta(std::string_view text, LoadDelta* d) {
     return Status::InvalidArgument("load delta: unknown kind '" + kind + "'");
   }
   d->kind = static_cast<DeltaKind>(it - std::begin(kKindNames));
-  bool ok = Read(o, "instance", &d->instance) && Read(o, "origin", &d->origin) &&
-            Read(o, "seq", &d->seq);
+  bool ok =
+      Read(o, "instance", &d->instance) && Read(o, "origin", &d->origin) && Read(o, "seq", &d->seq);
   switch (d->kind) {
     case DeltaKind::kRouted:
       ok = ok && ReadString(o, "worker", &d->worker) && Read(o, "dp_rank", &d->dp_rank) &&

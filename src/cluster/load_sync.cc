@@ -160,8 +160,10 @@ void LoadSync::Receive(std::string_view data) {
   if (d.origin == view_.local_origin()) {
     // Two replicas drew the same origin: their request ids could collide.
     if (bad_messages_++ == 0) {
-      Log(LogLevel::kError, "replica {} uses this replica's request-id origin {}: set distinct "
-          "cluster.replica_id values", d.replica.empty() ? "?" : d.replica, d.origin);
+      Log(LogLevel::kError,
+          "replica {} uses this replica's request-id origin {}: set distinct "
+          "cluster.replica_id values",
+          d.replica.empty() ? "?" : d.replica, d.origin);
     }
     return;
   }
@@ -173,8 +175,7 @@ void LoadSync::Receive(std::string_view data) {
   ++received_;
   {
     std::lock_guard lock(peers_mu_);
-    if (peers_.OnMessage(d.origin, d.seq, Peers::Clock::now()) ==
-        Peers::Verdict::kResetThenApply) {
+    if (peers_.OnMessage(d.origin, d.seq, Peers::Clock::now()) == Peers::Verdict::kResetThenApply) {
       ++peer_resets_;
       view_.RemoveOrigin(d.origin);
     }
@@ -229,8 +230,8 @@ void LoadSync::HeartbeatLoop() {
 }
 
 LoadSyncStats LoadSync::Stats() const {
-  return {connected_, peer_count_, sent_, received_, disconnects_, peer_resets_, peers_expired_,
-          unknown_workers_, bad_messages_, send_errors_};
+  return {connected_,     peer_count_,      sent_,         received_,   disconnects_, peer_resets_,
+          peers_expired_, unknown_workers_, bad_messages_, send_errors_};
 }
 
 }  // namespace kvgate::cluster

@@ -84,12 +84,12 @@ class LoadSync : public routing::LocalLoadListener {
   const uint64_t instance_;
   std::unique_ptr<Nats> nats_;
   std::function<void(std::string_view)> receive_;  // what cnats's message callback calls
-  std::mutex publish_mu_;  // one seq order on the wire
+  std::mutex publish_mu_;                          // one seq order on the wire
   uint64_t next_seq_ = 0;
   std::mutex peers_mu_;
   Peers peers_;
-  std::atomic<uint64_t> sent_{0}, received_{0}, disconnects_{0}, peer_resets_{0},
-      peers_expired_{0}, unknown_workers_{0}, bad_messages_{0}, send_errors_{0};
+  std::atomic<uint64_t> sent_{0}, received_{0}, disconnects_{0}, peer_resets_{0}, peers_expired_{0},
+      unknown_workers_{0}, bad_messages_{0}, send_errors_{0};
   std::atomic<size_t> peer_count_{0};
   std::atomic<bool> connected_{false};
   std::mutex stop_mu_;

@@ -156,7 +156,8 @@ Status EtcdClient::Call(std::string_view path, std::string body, std::string* an
   request.target = std::string(path);
   request.body = std::move(body);
   request.timeouts = {timeout_, timeout_, timeout_};
-  std::future<http::WholeResponse> future = http::FetchWhole(client_, endpoint_, std::move(request));
+  std::future<http::WholeResponse> future =
+      http::FetchWhole(client_, endpoint_, std::move(request));
   if (future.wait_for(timeout_ * 3) != std::future_status::ready) {
     return Status::Timeout(fmt::format("etcd {} did not answer", endpoint_.key()));
   }
@@ -166,7 +167,8 @@ Status EtcdClient::Call(std::string_view path, std::string body, std::string* an
   } catch (const std::future_error&) {
     return Status::Error("the HTTP client stopped");
   }
-  if (!r.status.ok()) return Status::Error(fmt::format("etcd {}: {}", endpoint_.key(), r.status.message()));
+  if (!r.status.ok())
+    return Status::Error(fmt::format("etcd {}: {}", endpoint_.key(), r.status.message()));
   if (r.code != 200) {
     return Status::Error(fmt::format("etcd {}{} answered {}: {}", endpoint_.key(), path, r.code,
                                      r.body.substr(0, 200)));
@@ -210,14 +212,16 @@ Status EtcdClient::Delete(std::string_view key) {
 
 Status EtcdClient::GrantLease(int64_t ttl_seconds, int64_t* lease) {
   std::string text;
-  if (Status s = Call("/v3/lease/grant", json::serialize(json::object{{"TTL", ttl_seconds}}), &text);
+  if (Status s =
+          Call("/v3/lease/grant", json::serialize(json::object{{"TTL", ttl_seconds}}), &text);
       !s.ok()) {
     return s;
   }
   json::object answer;
   if (Status s = ParseAnswer(text, &answer); !s.ok()) return s;
   *lease = Int64Field(answer, "ID");
-  if (*lease == 0) return Status::Error(fmt::format("etcd granted no lease: {}", text.substr(0, 200)));
+  if (*lease == 0)
+    return Status::Error(fmt::format("etcd granted no lease: {}", text.substr(0, 200)));
   return Status::Ok();
 }
 

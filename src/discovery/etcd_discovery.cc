@@ -102,6 +102,7 @@ void EtcdDiscovery::Put(const std::string& key, const std::string& value) {
   if (!s.ok()) {
     ++bad_records_;
     Log(LogLevel::kWarn, "etcd key {}: {}", key, s.message());
+    Delete(key);  // whatever the key named before is not what it says now
     return;
   }
   // A key whose record now names another worker: the old one goes.

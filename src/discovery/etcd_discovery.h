@@ -46,7 +46,7 @@ class EtcdDiscovery {
   Status Start();  // errors only for a bad URL; an unreachable etcd is retried
   void Stop();
 
-  uint64_t errors() const { return errors_; }          // failed etcd calls and broken watches
+  uint64_t errors() const { return errors_; }            // failed etcd calls and broken watches
   uint64_t bad_records() const { return bad_records_; }  // values that are no worker record
   std::string workers_prefix() const { return options_.prefix + "/workers/"; }
 

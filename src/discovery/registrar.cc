@@ -27,7 +27,9 @@ bool EngineHealthy(http::Client& client, const http::Endpoint& engine,
 class Registration {
  public:
   Registration(EtcdClient& etcd, const RegistrarOptions& o)
-      : etcd_(etcd), o_(o), key_(o.prefix + "/workers/" + o.record.id),
+      : etcd_(etcd),
+        o_(o),
+        key_(o.prefix + "/workers/" + o.record.id),
         value_(ToJsonText(o.record)) {}
 
   bool registered() const { return lease_ != 0; }
@@ -66,8 +68,8 @@ class Registration {
     if (lease_ == 0) return;
     Status s = etcd_.Delete(key_);
     if (s.ok()) s = etcd_.Revoke(lease_);
-    Log(s.ok() ? LogLevel::kInfo : LogLevel::kWarn, "withdrew worker {} ({}){}", o_.record.id,
-        why, s.ok() ? "" : ": " + s.message() + " (the lease will expire)");
+    Log(s.ok() ? LogLevel::kInfo : LogLevel::kWarn, "withdrew worker {} ({}){}", o_.record.id, why,
+        s.ok() ? "" : ": " + s.message() + " (the lease will expire)");
     lease_ = 0;
   }
 

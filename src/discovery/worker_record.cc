@@ -45,7 +45,8 @@ Status ReadRecord(const json::value& value, WorkerRecord* r) {
       std::string name;
       s = ReadString(v, key, &name);
       const auto kind = engines::ParseEngineKind(name);
-      if (s.ok() && !kind) s = FieldError(key, fmt::format("must be one of {}", engines::EngineNames()));
+      if (s.ok() && !kind)
+        s = FieldError(key, fmt::format("must be one of {}", engines::EngineNames()));
       if (kind) r->engine = *kind;
     } else if (key == "kv_events") {
       s = ReadString(v, key, &r->kv_events);

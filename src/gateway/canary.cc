@@ -124,7 +124,8 @@ std::string CanaryRunner::Run(uint32_t worker_id) {
     r.body = body;
     r.timeouts.first_byte = options_.request_timeout;
     if (worker.config.dp_size > 1) r.headers.emplace_back("X-data-parallel-rank", "0");
-    std::future<http::WholeResponse> future = http::FetchWhole(client_, worker.endpoint, std::move(r));
+    std::future<http::WholeResponse> future =
+        http::FetchWhole(client_, worker.endpoint, std::move(r));
     const auto deadline = Clock::now() + options_.request_timeout + std::chrono::seconds(5);
     while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
       if (Stopping()) return "error: the gateway is stopping";

@@ -82,7 +82,8 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                          {"role",
                           [&wc](const YAML::Node& r) {
                             auto role = discovery::ParseRole(r.as<std::string>());
-                            if (!role) throw std::runtime_error("role must be both, prefill or decode");
+                            if (!role)
+                              throw std::runtime_error("role must be both, prefill or decode");
                             wc.role = *role;
                           }},
                          {"bootstrap_port", Into(wc.bootstrap_port)},
@@ -145,7 +146,8 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
         }},
        {"etcd",
         [&](const YAML::Node& n) {
-          ReadSection(n, "etcd", {{"url", Into(c.fleet.etcd_url)}, {"prefix", Into(c.fleet.etcd_prefix)}});
+          ReadSection(n, "etcd",
+                      {{"url", Into(c.fleet.etcd_url)}, {"prefix", Into(c.fleet.etcd_prefix)}});
         }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)},

@@ -55,9 +55,9 @@ struct LimitsConfig {
 struct FleetConfig {
   std::string etcd_url;  // http://host:2379: workers from <etcd_prefix>/workers/
   std::string etcd_prefix = "/kvgate";
-  std::string nats_url;  // nats://host:4222: share load with the other replicas
+  std::string nats_url;                  // nats://host:4222: share load with the other replicas
   std::string cluster_name = "default";  // replicas of one cluster share kvgate.<name>.load
-  std::string replica_id = "auto";  // request-id origin 1..65535, or auto (random)
+  std::string replica_id = "auto";       // request-id origin 1..65535, or auto (random)
 };
 
 struct GatewayConfig {

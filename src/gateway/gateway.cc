@@ -11,8 +11,8 @@
 
 #include "api/error.h"
 #include "cluster/load_sync.h"
-#include "discovery/etcd_discovery.h"
 #include "common/log.h"
+#include "discovery/etcd_discovery.h"
 #include "events/subscriber.h"
 #include "gateway/canary.h"
 #include "gateway/fidelity.h"
@@ -145,8 +145,8 @@ struct Gateway::Impl {
     if (!refused.empty()) {
       metrics.discovery_refused.Add({std::string(SourceName(source)), std::string(refused)});
       const std::string why = fmt::format(
-          "worker {} ({}) refused: its {} is {}, the gateway's {}", record.id, record.url,
-          refused, refused == "model" ? record.model : std::to_string(record.block_size),
+          "worker {} ({}) refused: its {} is {}, the gateway's {}", record.id, record.url, refused,
+          refused == "model" ? record.model : std::to_string(record.block_size),
           refused == "model" ? "models are " + fmt::format("{}", fmt::join(config.models, ", "))
                              : "is " + std::to_string(config.block_size));
       Log(LogLevel::kWarn, "{}", why);
@@ -190,9 +190,8 @@ struct Gateway::Impl {
       o.nats_url = f.nats_url;
       o.cluster = f.cluster_name;
       o.replica_name = fmt::format("{}:{}", config.host, config.port);
-      cluster::WorkerNames names{
-          [this](uint32_t slot) { return workers->worker(slot).config.id; },
-          [this](std::string_view id) { return workers->Find(id); }};
+      cluster::WorkerNames names{[this](uint32_t slot) { return workers->worker(slot).config.id; },
+                                 [this](std::string_view id) { return workers->Find(id); }};
       sync = std::make_unique<cluster::LoadSync>(o, *loads, std::move(names));
       if (Status s = sync->Start(); !s.ok()) return s;
     }
@@ -243,9 +242,8 @@ struct Gateway::Impl {
          }},
         {"/metrics", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
-           const MetricsSources sources{calls->in_flight, *workers,  *router,
-                                        *subscriber,      *index,    *fidelity,
-                                        sync.get(),       etcd.get()};
+           const MetricsSources sources{calls->in_flight, *workers,  *router,    *subscriber,
+                                        *index,           *fidelity, sync.get(), etcd.get()};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
         {"/admin/workers", "GET", Access::kAdmin,
@@ -380,7 +378,8 @@ struct Gateway::Impl {
     }
     const std::string id(rest.substr(0, slash));
     const std::optional<uint32_t> slot = workers->Find(id);
-    if (!slot) return Reply(*r, "/admin/workers", Status::NotFound(fmt::format("no worker '{}'", id)));
+    if (!slot)
+      return Reply(*r, "/admin/workers", Status::NotFound(fmt::format("no worker '{}'", id)));
     canaries->Queue(*slot, /*wait_until_up=*/false, [this, id, r](const std::string& result) {
       metrics.requests.Add({"/admin/workers", "200"});
       r->Send(200, "application/json",
@@ -409,7 +408,8 @@ struct Gateway::Impl {
       return Reply(*r, std::string(route->path), *no);
     }
     if (route->method != req.method && !(req.method == "HEAD" && route->method == "GET")) {
-      return Reply(*r, req.path, {StatusCode::kUnimplemented, fmt::format("use {}", route->method)});
+      return Reply(*r, req.path,
+                   {StatusCode::kUnimplemented, fmt::format("use {}", route->method)});
     }
     route->handle(req, std::move(r));
   }
@@ -524,13 +524,15 @@ void Gateway::Stop() {
   // destructors reach the router) goes with them, before the router does.
   if (g.loops) g.loops->Stop();
   g.prompt_workers.reset();  // finishes what it holds; their calls reach no loop any more
+  // Peers' deltas look workers up: the sync goes before them (and after the loops, so
+  // nothing reports local load any more).
+  g.sync.reset();
   g.canaries.reset();
   g.workers.reset();  // joins the health checker
   g.client.reset();
   g.server.reset();
   g.loops.reset();
   g.subscriber.reset();
-  g.sync.reset();  // after the loops: nothing reports load any more
   g.etcd.reset();
 }
 

@@ -139,8 +139,10 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   }
 
   // Fleet mode (docs/design.md §11).
-  CounterFamily discovered{
-      "kvgate_discovery_workers", "Workers in the gateway, by where they came from.", {"source"}, true};
+  CounterFamily discovered{"kvgate_discovery_workers",
+                           "Workers in the gateway, by where they came from.",
+                           {"source"},
+                           true};
   for (size_t i = 0; i < std::size(kWorkerSourceNames); ++i) {
     discovered.Set({std::string(kWorkerSourceNames[i])},
                    static_cast<double>(s.workers.count(static_cast<WorkerSource>(i))));
@@ -164,8 +166,7 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
     CounterFamily peers{
         "kvgate_cluster_peers", "Peer replicas heard from in the last 3 s.", {}, true};
     peers.Set({}, static_cast<double>(st.peers));
-    CounterFamily connected{
-        "kvgate_cluster_connected", "1 while connected to NATS.", {}, true};
+    CounterFamily connected{"kvgate_cluster_connected", "1 while connected to NATS.", {}, true};
     connected.Set({}, st.connected ? 1 : 0);
     CounterFamily messages{"kvgate_cluster_messages_total",
                            "Load deltas and heartbeats, by what became of them.",

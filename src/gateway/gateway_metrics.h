@@ -76,7 +76,7 @@ struct MetricsSources {
   const events::Subscriber& subscriber;
   const kv::PrefixIndex& index;
   const Fidelity& fidelity;
-  const cluster::LoadSync* sync;       // null without NATS
+  const cluster::LoadSync* sync;         // null without NATS
   const discovery::EtcdDiscovery* etcd;  // null without etcd
 };
 

@@ -256,9 +256,10 @@ void InferenceCall::OnDone(const Status& status) {
         local ? Status(StatusCode::kUnavailable, "the gateway is short of resources; retry later")
         : status.timed_out() ? Status(StatusCode::kDeadlineExceeded,
                                       fmt::format("worker {} did not answer in time", w.config.id))
-        : status.ok() ? Status(StatusCode::kAborted, fmt::format("worker {} answered {}: {}", w.config.id,
-                                                                 status_, body_.substr(0, 300)))
-                      : Status(StatusCode::kAborted, fmt::format("worker {} failed", w.config.id));
+        : status.ok()
+            ? Status(StatusCode::kAborted, fmt::format("worker {} answered {}: {}", w.config.id,
+                                                       status_, body_.substr(0, 300)))
+            : Status(StatusCode::kAborted, fmt::format("worker {} failed", w.config.id));
     const int code = api::HttpStatus(failure.code());
     Finish(code, /*succeeded=*/false);
     http::Responder::Headers headers;
@@ -271,7 +272,8 @@ void InferenceCall::OnDone(const Status& status) {
       // after whatever part of an event the engine left unfinished.
       stream_rewriter_->Finish(/*complete=*/false, write);
       if (tail_[0] != '\n' || tail_[1] != '\n') Write("\n\n");
-      const Status failure(StatusCode::kAborted, fmt::format("worker {} failed mid-stream", w.config.id));
+      const Status failure(StatusCode::kAborted,
+                           fmt::format("worker {} failed mid-stream", w.config.id));
       Write(api::SseEvent(api::ErrorBody(failure)));
       Finish(api::HttpStatus(failure.code()), /*succeeded=*/false);
       return responder_->End();

@@ -4,8 +4,8 @@
 // Thread-safe.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 
 #include "absl/container/flat_hash_map.h"
@@ -81,7 +81,8 @@ class LoadView {
   bool IsLocal(RequestId id) const { return RequestOrigin(id) == local_origin_; }
   // Tells the listener of a change to a local request (after the lock is released).
   void Notify(RequestId id, auto call) {
-    if (LocalLoadListener* l = listener_.load(std::memory_order_acquire); l && IsLocal(id)) call(*l);
+    if (LocalLoadListener* l = listener_.load(std::memory_order_acquire); l && IsLocal(id))
+      call(*l);
   }
 
   const uint16_t local_origin_;

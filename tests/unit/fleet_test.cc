@@ -24,7 +24,8 @@ TEST(WorkerRecord, EveryFieldRoundTripsThroughJson) {
   EXPECT_EQ(r.id, "w1");
   EXPECT_EQ(r.engine, engines::EngineKind::kSglang);
   EXPECT_EQ(r.role, discovery::WorkerRole::kPrefill);
-  EXPECT_EQ(std::tuple(r.dp_size, r.bootstrap_port, r.block_size), std::tuple(2u, uint16_t{8998}, 16u));
+  EXPECT_EQ(std::tuple(r.dp_size, r.bootstrap_port, r.block_size),
+            std::tuple(2u, uint16_t{8998}, 16u));
   EXPECT_EQ(boost::json::parse(discovery::ToJsonText(r)), boost::json::parse(text));
   WorkerRecord again;
   ASSERT_TRUE(ParseWorkerRecord(discovery::ToJsonText(r), &again).ok());
@@ -96,15 +97,18 @@ TEST(LoadDelta, EveryKindRoundTrips) {
   }
   cluster::LoadDelta back;
   ASSERT_TRUE(cluster::DecodeDelta(cluster::EncodeDelta(routed), &back).ok());
-  EXPECT_EQ(std::tuple(back.request, back.worker, back.dp_rank, back.prefill_tokens,
-                       back.decode_blocks),
-            std::tuple(routed.request, routed.worker, routed.dp_rank, routed.prefill_tokens,
-                       routed.decode_blocks));
+  EXPECT_EQ(
+      std::tuple(back.request, back.worker, back.dp_rank, back.prefill_tokens, back.decode_blocks),
+      std::tuple(routed.request, routed.worker, routed.dp_rank, routed.prefill_tokens,
+                 routed.decode_blocks));
 }
 
 TEST(LoadDelta, MalformedMessagesAreRefused) {
   for (const char* text : {
-           "", "[]", R"({"kind":"routed"})", R"({"kind":"gossip","instance":1,"origin":1,"seq":1})",
+           "",
+           "[]",
+           R"({"kind":"routed"})",
+           R"({"kind":"gossip","instance":1,"origin":1,"seq":1})",
            R"({"kind":"finished","instance":1,"origin":1,"seq":1})",  // no request
            R"({"kind":"finished","instance":1,"origin":70000,"seq":1,"request":5})",
            R"({"kind":"routed","instance":1,"origin":1,"seq":1,"request":5,"worker":"w",)"

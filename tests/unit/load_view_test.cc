@@ -56,8 +56,12 @@ class RecordingListener : public LocalLoadListener {
     calls.push_back("routed " + std::to_string(id & 0xffff) + " w" + std::to_string(w.worker) +
                     " " + std::to_string(prefill) + " " + std::to_string(decode));
   }
-  void OnFirstToken(RequestId id) override { calls.push_back("first " + std::to_string(id & 0xffff)); }
-  void OnFinished(RequestId id) override { calls.push_back("finished " + std::to_string(id & 0xffff)); }
+  void OnFirstToken(RequestId id) override {
+    calls.push_back("first " + std::to_string(id & 0xffff));
+  }
+  void OnFinished(RequestId id) override {
+    calls.push_back("finished " + std::to_string(id & 0xffff));
+  }
   std::vector<std::string> calls;
 };
 
