@@ -114,5 +114,11 @@ class Register:
         return self.log.read()
 
     def close(self):
+        """Stops it (if it still runs): it must withdraw and exit cleanly."""
+        running = self.proc.poll() is None
         self.kill(signal.SIGTERM)
+        out = self.output()
         self.log.close()
+        if running:
+            assert self.proc.returncode == 0, f"register exited {self.proc.returncode}: {out}"
+            assert "Sanitizer" not in out, out
