@@ -12,6 +12,7 @@
 
 namespace kvgate::cluster {
 
+// The first three in routing::LoadChange::Kind's order (load_sync.cc converts by value).
 enum class DeltaKind : uint8_t { kRouted, kFirstToken, kFinished, kHeartbeat };
 
 struct LoadDelta {

@@ -25,6 +25,12 @@ struct LoadSync::Nats {
 
 namespace {
 
+using ChangeKind = routing::LoadChange::Kind;
+static_assert(static_cast<int>(DeltaKind::kRouted) == static_cast<int>(ChangeKind::kRouted) &&
+              static_cast<int>(DeltaKind::kFirstToken) ==
+                  static_cast<int>(ChangeKind::kFirstToken) &&
+              static_cast<int>(DeltaKind::kFinished) == static_cast<int>(ChangeKind::kFinished));
+
 uint64_t RandomInstance() {
   std::random_device rd;
   return (uint64_t{rd()} << 32) | rd();
@@ -125,29 +131,16 @@ void LoadSync::Publish(LoadDelta delta) {
   ++(st == NATS_OK ? sent_ : send_errors_);
 }
 
-void LoadSync::OnRouted(routing::RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
-                        uint32_t decode_blocks) {
+void LoadSync::OnLocalChange(const routing::LoadChange& c) {
   LoadDelta d;
-  d.kind = DeltaKind::kRouted;
-  d.request = id;
-  d.worker = names_.id_of(worker.worker);
-  d.dp_rank = worker.dp_rank;
-  d.prefill_tokens = prefill_tokens;
-  d.decode_blocks = decode_blocks;
-  Publish(std::move(d));
-}
-
-void LoadSync::OnFirstToken(routing::RequestId id) {
-  LoadDelta d;
-  d.kind = DeltaKind::kFirstToken;
-  d.request = id;
-  Publish(std::move(d));
-}
-
-void LoadSync::OnFinished(routing::RequestId id) {
-  LoadDelta d;
-  d.kind = DeltaKind::kFinished;
-  d.request = id;
+  d.kind = static_cast<DeltaKind>(c.kind);  // the same order (load_delta.h)
+  d.request = c.id;
+  if (c.kind == routing::LoadChange::Kind::kRouted) {
+    d.worker = names_.id_of(c.worker.worker);
+    d.dp_rank = c.worker.dp_rank;
+    d.prefill_tokens = c.prefill_tokens;
+    d.decode_blocks = c.decode_blocks;
+  }
   Publish(std::move(d));
 }
 
@@ -181,25 +174,19 @@ void LoadSync::Receive(std::string_view data) {
     }
     peer_count_ = peers_.size();
   }
-  switch (d.kind) {
-    case DeltaKind::kRouted: {
-      const std::optional<uint32_t> slot = names_.slot_of(d.worker);
-      if (!slot) {
-        ++unknown_workers_;
-        return;
-      }
-      view_.OnRouted(d.request, {*slot, d.dp_rank}, d.prefill_tokens, d.decode_blocks);
+  if (d.kind == DeltaKind::kHeartbeat) return;
+  routing::LoadChange change{static_cast<routing::LoadChange::Kind>(d.kind), d.request, {}, 0, 0};
+  if (d.kind == DeltaKind::kRouted) {
+    const std::optional<uint32_t> slot = names_.slot_of(d.worker);
+    if (!slot) {
+      ++unknown_workers_;
       return;
     }
-    case DeltaKind::kFirstToken:
-      view_.OnFirstToken(d.request);
-      return;
-    case DeltaKind::kFinished:
-      view_.OnFinished(d.request);
-      return;
-    case DeltaKind::kHeartbeat:
-      return;
+    change.worker = {*slot, d.dp_rank};
+    change.prefill_tokens = d.prefill_tokens;
+    change.decode_blocks = d.decode_blocks;
   }
+  view_.Apply(change);
 }
 
 void LoadSync::HeartbeatLoop() {

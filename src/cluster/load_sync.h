@@ -67,10 +67,7 @@ class LoadSync : public routing::LocalLoadListener {
   std::string subject() const { return "kvgate." + options_.cluster + ".load"; }
 
   // routing::LocalLoadListener: this replica's own load changes, to publish.
-  void OnRouted(routing::RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
-                uint32_t decode_blocks) override;
-  void OnFirstToken(routing::RequestId id) override;
-  void OnFinished(routing::RequestId id) override;
+  void OnLocalChange(const routing::LoadChange& change) override;
 
  private:
   struct Nats;

@@ -31,6 +31,18 @@ Status ReadCount(const json::value& v, std::string_view field, Int* out) {
   return Status::Ok();
 }
 
+// A string naming one of a set of choices (`parse` maps a name to one, or to nullopt).
+template <typename T, typename Parse>
+Status ReadChoice(const json::value& v, std::string_view field, Parse parse,
+                  std::string_view choices, T* out) {
+  std::string name;
+  if (Status s = ReadString(v, field, &name); !s.ok()) return s;
+  const std::optional<T> choice = parse(name);
+  if (!choice) return FieldError(field, fmt::format("must be one of {}", choices));
+  *out = *choice;
+  return Status::Ok();
+}
+
 Status ReadRecord(const json::value& value, WorkerRecord* r) {
   const json::object* o = value.if_object();
   if (o == nullptr) return Status::InvalidArgument("worker record: must be a JSON object");
@@ -42,12 +54,7 @@ Status ReadRecord(const json::value& value, WorkerRecord* r) {
     } else if (key == "url") {
       s = ReadString(v, key, &r->url);
     } else if (key == "engine") {
-      std::string name;
-      s = ReadString(v, key, &name);
-      const auto kind = engines::ParseEngineKind(name);
-      if (s.ok() && !kind)
-        s = FieldError(key, fmt::format("must be one of {}", engines::EngineNames()));
-      if (kind) r->engine = *kind;
+      s = ReadChoice(v, key, engines::ParseEngineKind, engines::EngineNames(), &r->engine);
     } else if (key == "kv_events") {
       s = ReadString(v, key, &r->kv_events);
     } else if (key == "kv_replay") {
@@ -55,11 +62,7 @@ Status ReadRecord(const json::value& value, WorkerRecord* r) {
     } else if (key == "dp_size") {
       s = ReadCount(v, key, &r->dp_size);
     } else if (key == "role") {
-      std::string name;
-      s = ReadString(v, key, &name);
-      const auto role = ParseRole(name);
-      if (s.ok() && !role) s = FieldError(key, "must be one of both, prefill, decode");
-      if (role) r->role = *role;
+      s = ReadChoice(v, key, ParseRole, "both, prefill, decode", &r->role);
     } else if (key == "bootstrap_port") {
       s = ReadCount(v, key, &r->bootstrap_port);
     } else if (key == "model") {

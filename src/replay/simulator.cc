@@ -50,26 +50,16 @@ struct SimEvent {
 
 // A replica's load change on its way to the other replicas.
 struct LoadDelta {
-  enum Kind : uint8_t { kRouted, kFirstToken, kFinished } kind;
   uint32_t from;  // the replica that made it
-  routing::RequestId id;
-  kv::WorkerKey worker;
-  uint32_t prefill_tokens, decode_blocks;
+  routing::LoadChange change;
 };
 
 // Collects one replica's own load changes (what LoadSync would publish).
 class DeltaCollector : public routing::LocalLoadListener {
  public:
   DeltaCollector(uint32_t replica, std::vector<LoadDelta>& out) : replica_(replica), out_(out) {}
-  void OnRouted(routing::RequestId id, kv::WorkerKey w, uint32_t prefill,
-                uint32_t decode) override {
-    out_.push_back({LoadDelta::kRouted, replica_, id, w, prefill, decode});
-  }
-  void OnFirstToken(routing::RequestId id) override {
-    out_.push_back({LoadDelta::kFirstToken, replica_, id, {}, 0, 0});
-  }
-  void OnFinished(routing::RequestId id) override {
-    out_.push_back({LoadDelta::kFinished, replica_, id, {}, 0, 0});
+  void OnLocalChange(const routing::LoadChange& change) override {
+    out_.push_back({replica_, change});
   }
 
  private:
@@ -155,19 +145,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
   };
   auto deliver = [&](const LoadDelta& d) {
     for (uint32_t r = 0; r < replicas; ++r) {
-      if (r == d.from) continue;
-      routing::LoadView& view = routers[r]->loads();
-      switch (d.kind) {
-        case LoadDelta::kRouted:
-          view.OnRouted(d.id, d.worker, d.prefill_tokens, d.decode_blocks);
-          break;
-        case LoadDelta::kFirstToken:
-          view.OnFirstToken(d.id);
-          break;
-        case LoadDelta::kFinished:
-          view.OnFinished(d.id);
-          break;
-      }
+      if (r != d.from) routers[r]->loads().Apply(d.change);
     }
   };
   while (!queue.empty()) {

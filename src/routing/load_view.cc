@@ -24,7 +24,7 @@ void LoadView::OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tok
     load.decode_blocks += decode_blocks;
     ++load.requests;
   }
-  Notify(id, [&](LocalLoadListener& l) { l.OnRouted(id, worker, prefill_tokens, decode_blocks); });
+  Notify({LoadChange::Kind::kRouted, id, worker, prefill_tokens, decode_blocks});
 }
 
 void LoadView::OnFirstToken(RequestId id) {
@@ -35,7 +35,7 @@ void LoadView::OnFirstToken(RequestId id) {
     LoadsOf(id)[it->second.worker].prefill_tokens -= it->second.prefill_tokens;
     it->second.prefill_tokens = 0;
   }
-  Notify(id, [&](LocalLoadListener& l) { l.OnFirstToken(id); });
+  Notify({LoadChange::Kind::kFirstToken, id, {}, 0, 0});
 }
 
 void LoadView::Forget(RequestId id, const InFlightRequest& r) {
@@ -55,7 +55,18 @@ void LoadView::OnFinished(RequestId id) {
     Forget(id, it->second);
     requests_.erase(it);
   }
-  Notify(id, [&](LocalLoadListener& l) { l.OnFinished(id); });
+  Notify({LoadChange::Kind::kFinished, id, {}, 0, 0});
+}
+
+void LoadView::Apply(const LoadChange& c) {
+  switch (c.kind) {
+    case LoadChange::Kind::kRouted:
+      return OnRouted(c.id, c.worker, c.prefill_tokens, c.decode_blocks);
+    case LoadChange::Kind::kFirstToken:
+      return OnFirstToken(c.id);
+    case LoadChange::Kind::kFinished:
+      return OnFinished(c.id);
+  }
 }
 
 void LoadView::RemoveWorker(kv::WorkerKey worker) {

@@ -31,15 +31,23 @@ struct WorkerLoad {
   uint32_t requests = 0;
 };
 
+// One change to one request's load: what a replica tells its peers, and what they apply.
+struct LoadChange {
+  enum class Kind : uint8_t { kRouted, kFirstToken, kFinished };
+  Kind kind = Kind::kRouted;
+  RequestId id = 0;
+  // kRouted: where, and what it adds there (OnRouted's terms).
+  kv::WorkerKey worker{};
+  uint32_t prefill_tokens = 0;
+  uint32_t decode_blocks = 0;
+};
+
 // Told of this process's own load changes, to share them with peer replicas. Called after
 // the view changed, outside its lock, on the thread that changed it.
 class LocalLoadListener {
  public:
   virtual ~LocalLoadListener() = default;
-  virtual void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
-                        uint32_t decode_blocks) = 0;
-  virtual void OnFirstToken(RequestId id) = 0;
-  virtual void OnFinished(RequestId id) = 0;
+  virtual void OnLocalChange(const LoadChange& change) = 0;
 };
 
 class LoadView {
@@ -55,6 +63,8 @@ class LoadView {
                 uint32_t decode_blocks);
   void OnFirstToken(RequestId id);
   void OnFinished(RequestId id);  // also for failed and cancelled requests
+  // One of the three above, as a peer's change arrives.
+  void Apply(const LoadChange& change);
   // Forgets a worker's load and its in-flight requests.
   void RemoveWorker(kv::WorkerKey worker);
   // Forgets everything requests of `origin` contributed (a peer that went silent).
@@ -80,9 +90,9 @@ class LoadView {
 
   bool IsLocal(RequestId id) const { return RequestOrigin(id) == local_origin_; }
   // Tells the listener of a change to a local request (after the lock is released).
-  void Notify(RequestId id, auto call) {
-    if (LocalLoadListener* l = listener_.load(std::memory_order_acquire); l && IsLocal(id))
-      call(*l);
+  void Notify(const LoadChange& change) {
+    LocalLoadListener* l = listener_.load(std::memory_order_acquire);
+    if (l && IsLocal(change.id)) l->OnLocalChange(change);
   }
 
   const uint16_t local_origin_;

@@ -52,15 +52,20 @@ TEST(LoadView, RequestIdsCarryTheirOrigin) {
 // Records what the view tells its listener, as one line per call.
 class RecordingListener : public LocalLoadListener {
  public:
-  void OnRouted(RequestId id, kv::WorkerKey w, uint32_t prefill, uint32_t decode) override {
-    calls.push_back("routed " + std::to_string(id & 0xffff) + " w" + std::to_string(w.worker) +
-                    " " + std::to_string(prefill) + " " + std::to_string(decode));
-  }
-  void OnFirstToken(RequestId id) override {
-    calls.push_back("first " + std::to_string(id & 0xffff));
-  }
-  void OnFinished(RequestId id) override {
-    calls.push_back("finished " + std::to_string(id & 0xffff));
+  void OnLocalChange(const LoadChange& c) override {
+    const std::string id = std::to_string(c.id & 0xffff);
+    switch (c.kind) {
+      case LoadChange::Kind::kRouted:
+        calls.push_back("routed " + id + " w" + std::to_string(c.worker.worker) + " " +
+                        std::to_string(c.prefill_tokens) + " " + std::to_string(c.decode_blocks));
+        break;
+      case LoadChange::Kind::kFirstToken:
+        calls.push_back("first " + id);
+        break;
+      case LoadChange::Kind::kFinished:
+        calls.push_back("finished " + id);
+        break;
+    }
   }
   std::vector<std::string> calls;
 };
@@ -84,6 +89,29 @@ TEST(LoadView, OnlyLocalChangesReachTheListenerAndOnlyOnce) {
   v.SetLocalListener(nullptr);
   v.OnRouted(MakeRequestId(1, 2), w, 1, 1);
   EXPECT_EQ(l.calls.size(), 3u);
+}
+
+TEST(LoadView, APeersChangesApplyAsTheyWereMade) {
+  LoadView mine(1), peer(2);
+  std::vector<LoadChange> sent;
+  struct Forward : LocalLoadListener {
+    std::vector<LoadChange>& out;
+    explicit Forward(std::vector<LoadChange>& o) : out(o) {}
+    void OnLocalChange(const LoadChange& c) override { out.push_back(c); }
+  } forward(sent);
+  peer.SetLocalListener(&forward);
+  const kv::WorkerKey w{4, 1};
+  peer.OnRouted(MakeRequestId(2, 1), w, 300, 20);
+  peer.OnRouted(MakeRequestId(2, 2), w, 100, 7);
+  peer.OnFirstToken(MakeRequestId(2, 1));
+  for (const LoadChange& c : sent) mine.Apply(c);
+  EXPECT_EQ(mine.PeersLoad(w).prefill_tokens, peer.LocalLoad(w).prefill_tokens);
+  EXPECT_EQ(mine.PeersLoad(w).decode_blocks, 27u);
+  EXPECT_EQ(mine.PeersLoad(w).requests, 2u);
+  EXPECT_EQ(mine.LocalLoad(w).requests, 0u);
+  peer.OnFinished(MakeRequestId(2, 2));
+  mine.Apply(sent.back());
+  EXPECT_EQ(mine.PeersLoad(w).requests, 1u);
 }
 
 }  // namespace
