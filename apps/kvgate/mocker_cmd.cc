@@ -16,6 +16,7 @@ struct MockerFlags {
   std::string event_format;  // empty: the engine's own
   std::string hash_format = "int";
   std::string model_dir;
+  std::string role = "both";
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -38,6 +39,12 @@ int RunMocker(MockerFlags& f) {
     std::cerr << "kvgate mocker: --event-format must be vllm-map, vllm-positional or sglang\n";
     return 2;
   }
+  const auto role = mocker::ParseRole(f.role);
+  if (!role) {
+    std::cerr << "kvgate mocker: --role must be both, prefill or decode\n";
+    return 2;
+  }
+  f.o.transfer.role = *role;
   f.o.event_format.hash_format =
       f.hash_format == "bytes" ? wire::HashFormat::kBytes : wire::HashFormat::kInt;
   if (!f.model_dir.empty()) {
@@ -61,6 +68,7 @@ int RunMocker(MockerFlags& f) {
             << ")";
   if (!f.o.kv_events.empty()) std::cout << ", KV events on " << f.o.kv_events;
   if (!f.o.kv_replay.empty()) std::cout << ", replay on " << f.o.kv_replay;
+  if (f.role != "both") std::cout << ", role " << f.role;
   std::cout << std::endl;
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   server.Stop();
@@ -122,6 +130,15 @@ void AddMockerCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--fault-hang-every", o.faults.hang_every, "Never answer every Nth request");
   cmd->add_option("--fault-drop-every", o.faults.drop_every,
                   "Send every Nth event batch only to the replay buffer (a gap)");
+  cmd->add_option("--role", f.role, "Disaggregated serving: both|prefill|decode")
+      ->capture_default_str();
+  cmd->add_option("--bootstrap-port", o.transfer.bootstrap_port,
+                  "Prefill, SGLang: serve bootstrap rooms on this port");
+  cmd->add_option("--transfer-gbps", o.transfer.gbps, "KV transfer bandwidth between workers")
+      ->capture_default_str();
+  cmd->add_option("--kv-bytes-per-token", o.transfer.kv_bytes_per_token,
+                  "KV bytes per token (transfer size)")
+      ->capture_default_str();
   cmd->add_option("--fault-corrupt-every", o.faults.corrupt_every,
                   "Add an invalid event to every Nth event batch");
   cmd->add_option("--fault-restart-after", o.faults.restart_after,

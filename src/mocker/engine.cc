@@ -23,6 +23,7 @@ struct Engine::Sequence {
   bool first_emitted = false;
   bool scheduled_once = false;  // cached_tokens is set (the first admission's cache hit)
   uint32_t cached_tokens = 0;
+  uint32_t imported_blocks = 0;
 
   size_t pending() const { return tokens.size() - computed; }
   // Hashes for every full block of the tokens so far.
@@ -61,6 +62,7 @@ bool Engine::Submit(EngineRequest request) {
   seq->seed = kv::BlockHashSeed(request.lora_name, request.cache_salt);
   seq->lora_name = std::move(request.lora_name);
   seq->cache_salt = std::move(request.cache_salt);
+  seq->imported_blocks = request.imported_blocks;
   // Sample 0 generates what a request with n = 1 does; the others, tokens of their own.
   seq->prompt_hash = XXH3_64bits(seq->tokens.data(), seq->tokens.size() * sizeof(uint32_t)) +
                      request.sample * 0x9E3779B97F4A7C15ull;
@@ -131,14 +133,18 @@ bool Engine::Admit(Sequence& seq, uint32_t& budget) {
   for (uint32_t i = 0; i < hit; ++i) seq.blocks.push_back(pool_.AcquireCached(seq.hashes[i]));
   seq.computed = size_t{hit} * config_.block_size;
   seq.committed = hit;
-  const size_t chunk = std::min<size_t>(seq.pending(), budget);
-  if (!EnsureBlocks(seq, seq.computed + chunk)) {
+  // KV sent by a prefill worker lands in fresh blocks past the local hit, computed as is.
+  const uint32_t known = std::max(hit, std::min(seq.imported_blocks, limit));
+  const size_t chunk = std::min<size_t>(seq.tokens.size() - size_t{known} * config_.block_size,
+                                        budget);
+  if (!EnsureBlocks(seq, size_t{known} * config_.block_size + chunk)) {
     Preempt(seq);  // not enough room: give the blocks back and stay waiting
     return false;
   }
+  seq.computed = size_t{known} * config_.block_size;
   // Like vLLM: counted once, at the first admission. A preempted sequence readmitted later
   // finds its own recomputed blocks cached; those are not cache hits of the request.
-  if (!seq.scheduled_once) seq.cached_tokens = hit * config_.block_size;
+  if (!seq.scheduled_once) seq.cached_tokens = known * config_.block_size;
   seq.scheduled_once = true;
   return true;
 }

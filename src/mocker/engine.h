@@ -34,6 +34,10 @@ struct EngineRequest {
   std::string lora_name;   // changes the block hash seed, as the engine's would
   std::string cache_salt;  // so does the request's cache_salt
   uint32_t sample = 0;     // which of a request's `n` samples: each generates its own tokens
+  // Disaggregation (docs/design.md §12): leading prompt blocks whose KV a prefill worker
+  // computed and sent. They are written into fresh blocks without compute, count as cached
+  // and are published as stored, like the real engines' imported KV.
+  uint32_t imported_blocks = 0;
 };
 
 // What a step produced, visible to clients when the step ends.

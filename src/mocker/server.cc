@@ -101,12 +101,16 @@ struct MockerServer::Impl {
     std::string cache_salt;
     int64_t created = 0;
     Clock::time_point due;
+    TransferAsk transfer;         // what disaggregation asks of this worker
+    uint32_t prompt_blocks = 0;  // full blocks a prefill worker can hand over
   };
 
   MockerOptions options;
   Engine engine;
   EventPublisher publisher;
   std::unique_ptr<http::Server> server;
+  std::unique_ptr<BootstrapServer> bootstrap;  // prefill, SGLang
+  std::unique_ptr<RoomWaiter> rooms;           // decode, SGLang
 
   std::mutex mu;  // guards incoming, faults, hung
   std::condition_variable cv;
@@ -215,6 +219,14 @@ struct MockerServer::Impl {
                                    blocks, options.engine.num_blocks)};
     }
     p.experts_start = std::min<uint32_t>(p.experts_start, static_cast<uint32_t>(p.prompt.size()));
+    p.prompt_blocks =
+        static_cast<uint32_t>((p.prompt.size() - 1) / options.engine.block_size);
+    if (Status s = ReadTransferAsk(o, options.kind, options.transfer, p.prompt_blocks,
+                                   &p.transfer);
+        !s.ok()) {
+      throw BadRequest{s.message()};
+    }
+    if (options.transfer.role == Role::kPrefill) p.max_tokens = 1;  // it only prefills
     return p;
   }
 
@@ -241,13 +253,33 @@ struct MockerServer::Impl {
   }
 
   void Submit(Pending p) {
+    if (p.transfer.bootstrap && rooms) {
+      // SGLang decode: the prompt's KV comes once its prefill worker has the room ready.
+      auto waiting = std::make_shared<Pending>(std::move(p));
+      rooms->Wait(*waiting->transfer.bootstrap, *waiting->transfer.room, std::chrono::seconds(30),
+                  [this, waiting](const Status& ready) {
+                    if (!ready.ok()) {
+                      return waiting->responder->Send(500, "application/json",
+                                                      api::ErrorBody(500, ready.message()));
+                    }
+                    Queue(std::move(*waiting));
+                  });
+      return;
+    }
+    Queue(std::move(p));
+  }
+
+  void Queue(Pending p) {
     std::lock_guard lock(mu);
     ++requests_total;
     if (faults.hang_every && requests_total % faults.hang_every == 0) {
       hung.push_back(std::move(p.responder));  // never answered
       return;
     }
-    p.due = Clock::now() + std::chrono::milliseconds(faults.delay_ms);
+    const double transfer_ms = TransferMs(options.transfer, p.transfer.imported_blocks,
+                                          options.engine.block_size, options.engine.timing.speedup);
+    p.due = Clock::now() + std::chrono::milliseconds(faults.delay_ms) +
+            std::chrono::microseconds(static_cast<int64_t>(transfer_ms * 1000));
     incoming.push_back(std::move(p));
     cv.notify_one();
   }
@@ -334,7 +366,8 @@ struct MockerServer::Impl {
         // A model other than the one served names a LoRA adapter, as in vLLM.
         for (uint32_t i = 0; i < p.choices.size(); ++i) {
           engine.Submit({p.id * kMaxChoices + i, p.prompt, p.max_tokens,
-                         p.model == options.model ? "" : p.model, p.cache_salt, i});
+                         p.model == options.model ? "" : p.model, p.cache_salt, i,
+                         p.transfer.imported_blocks});
         }
         prompt_tokens_total += p.prompt.size();
         active.emplace(p.id, std::move(p));
@@ -407,6 +440,8 @@ struct MockerServer::Impl {
     if (o.first && index == 0) {  // (the other choices reuse the prompt the first cached)
       p.cached_tokens = o.cached_tokens;
       cached_tokens_total += o.cached_tokens;
+      // Its prompt's KV is computed: a decode worker waiting on the room may take it.
+      if (bootstrap && p.transfer.room) bootstrap->Ready(*p.transfer.room);
     }
     c.output.push_back(o.token);
     ++generation_tokens_total;
@@ -569,6 +604,10 @@ struct MockerServer::Impl {
       choices.push_back(std::move(choice));
     }
     body["choices"] = std::move(choices);
+    if (p.transfer.remote_decode) {
+      body["kv_transfer_params"] = TransferParamsAnswer(
+          fmt::format("mocker-{}", server->port()), options.host, server->port(), p.prompt_blocks);
+    }
     if (p.return_token_ids)
       body["prompt_token_ids"] = json::array(p.prompt.begin(), p.prompt.end());
     body["usage"] = Usage(p);
@@ -667,6 +706,12 @@ Status MockerServer::Start() {
         s.Handle(req, std::move(r));
       });
   if (Status st = s.server->Start(); !st.ok()) return st;
+  const TransferConfig& t = s.options.transfer;
+  if (t.role == Role::kPrefill && t.bootstrap_port != 0) {
+    s.bootstrap = std::make_unique<BootstrapServer>();
+    if (Status st = s.bootstrap->Start(s.options.host, t.bootstrap_port); !st.ok()) return st;
+  }
+  if (t.role == Role::kDecode) s.rooms = std::make_unique<RoomWaiter>();
   s.engine_thread = std::thread([&s] { s.EngineLoop(); });
   return Status::Ok();
 }
@@ -678,7 +723,9 @@ void MockerServer::Stop() {
   s.stop = true;
   s.cv.notify_all();
   if (s.engine_thread.joinable()) s.engine_thread.join();
+  s.rooms.reset();  // its callbacks queue into the engine: before the rest goes
   if (s.server) s.server->Stop(std::chrono::milliseconds(100));
+  s.bootstrap.reset();
 }
 
 }  // namespace kvgate::mocker

@@ -11,6 +11,7 @@
 #include "chat/chat_template.h"
 #include "common/status.h"
 #include "engines/engines.h"
+#include "mocker/disaggregation.h"
 #include "mocker/engine.h"
 #include "mocker/routed_experts.h"
 #include "tokenizer/tokenizer.h"
@@ -40,6 +41,7 @@ struct MockerOptions {
   MoeShape moe;
   bool return_routed_experts = false;  // for every request, like vLLM's server flag
   Faults faults;
+  TransferConfig transfer;  // its role in disaggregated serving (docs/design.md §12)
   bool allow_crash = true;  // false in-process: a crash fault must not kill the gateway
   // From --model-dir: text prompts are tokenized and chat requests rendered like the engine
   // does; without them, text is its UTF-8 bytes and chat a fixed plain format.

@@ -177,7 +177,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       m.worker = w;
       m.predicted_blocks = decision->cached_blocks;
       route_ids[ev.index] = decision->id;
-      if (!engines[w]->Submit({ev.index, std::move(tokens), tr.output_length, "", "", 0})) {
+      if (!engines[w]->Submit({ev.index, std::move(tokens), tr.output_length, "", "", 0, 0})) {
         m.rejected = true;
         router.OnFailed(decision->id);
         send_deltas(ev.t);

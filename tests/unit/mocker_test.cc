@@ -71,7 +71,7 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   cfg.block_size = 16;
   Engine e(cfg);
   kv::PrefixIndex index(16);
-  ASSERT_TRUE(e.Submit({1, Prompt(0, 40), 4, "", "", 0}));
+  ASSERT_TRUE(e.Submit({1, Prompt(0, 40), 4, "", "", 0, 0}));
   auto out = RunToIdle(e, &index);
   ASSERT_EQ(out[1].size(), 4u);
   const auto first_run = out[1];
@@ -79,14 +79,14 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   EXPECT_EQ(out[1][0].cached_tokens, 0u);
   EXPECT_TRUE(out[1][3].finished);
 
-  ASSERT_TRUE(e.Submit({2, Prompt(0, 40), 4, "", "", 0}));
+  ASSERT_TRUE(e.Submit({2, Prompt(0, 40), 4, "", "", 0, 0}));
   out = RunToIdle(e, &index);
   EXPECT_EQ(out[2][0].cached_tokens, 32u);  // blocks 0-1; (40 - 1) / 16 = 2
   // Same prompt, same deterministic completion.
   ASSERT_EQ(out[2].size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[2][i].token, first_run[i].token);
 
-  ASSERT_TRUE(e.Submit({3, Prompt(0, 32), 1, "", "", 0}));
+  ASSERT_TRUE(e.Submit({3, Prompt(0, 32), 1, "", "", 0, 0}));
   out = RunToIdle(e, &index);
   EXPECT_EQ(out[3][0].cached_tokens, 16u);  // (32 - 1) / 16 = 1 block
 
@@ -100,6 +100,38 @@ TEST(Engine, RepeatedPromptHitsWholeBlocksUpToLenMinusOne) {
   EXPECT_EQ(overlaps[0].total(), 2u);  // both full blocks of the 40-token prompt
 }
 
+// Disaggregation: KV imported from a prefill worker counts as cached, is published as
+// stored (so a router sees it), costs no prefill compute, and changes no generated token.
+TEST(Engine, ImportedBlocksAreCachedStoredAndNotComputed) {
+  EngineConfig cfg;
+  cfg.num_blocks = 64;
+  cfg.block_size = 16;
+  Engine aggregated(cfg), decode(cfg);
+  ASSERT_TRUE(aggregated.Submit({1, Prompt(0, 83), 3, "", "", 0, 0}));
+  ASSERT_TRUE(decode.Submit({1, Prompt(0, 83), 3, "", "", 0, 9}));  // asks for more than exists
+  kv::PrefixIndex index(16);
+  const auto whole = RunToIdle(aggregated, nullptr);
+  StepResult first = decode.Step();
+  EXPECT_EQ(first.prefill_tokens, 83u - 5 * 16);  // (83 - 1) / 16 = 5 blocks came over
+  ASSERT_EQ(first.outputs.size(), 1u);
+  EXPECT_EQ(first.outputs[0].cached_tokens, 5u * 16);
+  wire::DecodedBatch batch;
+  ASSERT_TRUE(wire::DecodeEventBatch(wire::EncodeEventBatch(0, 0, first.events, {}), batch).ok());
+  kv::ApplyStats stats;
+  index.ApplyBatch({0, 0}, batch, stats);
+  const std::vector<uint32_t> tokens = Prompt(0, 83);
+  std::vector<uint64_t> local;
+  kv::AppendLocalBlockHashes(tokens, 16, kv::kDefaultSeed, false, local);
+  std::vector<kv::Overlap> overlaps;
+  index.Match(local, overlaps);
+  ASSERT_EQ(overlaps.size(), 1u);
+  EXPECT_EQ(overlaps[0].total(), 5u);
+  auto rest = RunToIdle(decode, nullptr);
+  rest[1].insert(rest[1].begin(), first.outputs[0]);
+  ASSERT_EQ(rest[1].size(), whole.at(1).size());
+  for (size_t i = 0; i < rest[1].size(); ++i) EXPECT_EQ(rest[1][i].token, whole.at(1)[i].token);
+}
+
 // An EAGLE engine's blocks are hashed over one token more: the index matches them by a
 // request's EAGLE hashes only, and a block goes out once the token after it is known.
 TEST(Engine, EagleEventsMatchEagleHashes) {
@@ -109,7 +141,7 @@ TEST(Engine, EagleEventsMatchEagleHashes) {
   cfg.eagle = true;
   Engine e(cfg);
   kv::PrefixIndex index(16);
-  ASSERT_TRUE(e.Submit({1, Prompt(0, 48), 4, "", "", 0}));
+  ASSERT_TRUE(e.Submit({1, Prompt(0, 48), 4, "", "", 0, 0}));
   auto out = RunToIdle(e, &index);
   ASSERT_EQ(out[1].size(), 4u);
   EXPECT_TRUE(index.has_eagle_blocks());
@@ -140,7 +172,7 @@ TEST(Engine, EvictionEventsKeepTheIndexExact) {
   Engine e(cfg);
   kv::PrefixIndex index(4);
   for (uint64_t id = 0; id < 30; ++id) {
-    ASSERT_TRUE(e.Submit({id, Prompt(static_cast<uint32_t>(id % 7) * 100, 17), 3, "", "", 0}));
+    ASSERT_TRUE(e.Submit({id, Prompt(static_cast<uint32_t>(id % 7) * 100, 17), 3, "", "", 0, 0}));
     RunToIdle(e, &index);
   }
   EXPECT_EQ(index.Stats().entries, e.pool().cached());
@@ -162,7 +194,7 @@ TEST(Engine, SimulatedTimeIsTheFormulaSum) {
   cfg.block_size = 16;
   cfg.timing.speedup = 2;
   Engine e(cfg);
-  ASSERT_TRUE(e.Submit({7, Prompt(5, 100), 3, "", "", 0}));
+  ASSERT_TRUE(e.Submit({7, Prompt(5, 100), 3, "", "", 0, 0}));
   double total = 0;
   RunToIdle(e, nullptr, &total);
   auto prefill = [](double t) { return 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142; };
@@ -180,8 +212,8 @@ TEST(Engine, PreemptsUnderPressureAndFinishesEverything) {
   cfg.max_num_batched_tokens = 16;
   Engine e(cfg);
   for (uint64_t id = 0; id < 6; ++id)
-    ASSERT_TRUE(e.Submit({id, Prompt(id * 1000, 30), 20, "", "", 0}));
-  EXPECT_FALSE(e.Submit({99, Prompt(0, 100), 1, "", "", 0}));  // can never fit
+    ASSERT_TRUE(e.Submit({id, Prompt(id * 1000, 30), 20, "", "", 0, 0}));
+  EXPECT_FALSE(e.Submit({99, Prompt(0, 100), 1, "", "", 0, 0}));  // can never fit
   auto out = RunToIdle(e, nullptr);
   ASSERT_EQ(out.size(), 6u);
   for (auto& [id, outputs] : out) {
