@@ -29,6 +29,7 @@ void ReadNvext(const json::object& nvext, InferenceRequest* r) {
       r->extra.worker_id |= name == "worker_id";
       r->extra.cached_blocks |= name == "cached_blocks";
       r->extra.routed_experts |= name == "routed_experts";
+      r->extra.prefill_worker_id |= name == "prefill_worker_id";
     }
   }
   if (const json::value* s = Field(nvext, "routed_experts_start")) {

@@ -20,7 +20,8 @@ struct ExtraFields {
   bool worker_id = false;
   bool cached_blocks = false;
   bool routed_experts = false;
-  bool any() const { return worker_id || cached_blocks || routed_experts; }
+  bool prefill_worker_id = false;  // disaggregated serving: who ran the prefill phase
+  bool any() const { return worker_id || cached_blocks || routed_experts || prefill_worker_id; }
 };
 
 struct InferenceRequest {

@@ -180,6 +180,11 @@ json::object ResponseRewriter::Nvext(bool complete) {
     nvext["dp_rank"] = options_.dp_rank;
   }
   if (options_.extra.cached_blocks) nvext["cached_blocks"] = options_.cached_blocks;
+  if (options_.extra.prefill_worker_id) {
+    nvext["prefill_worker_id"] = options_.prefill_worker_id
+                                     ? json::value(*options_.prefill_worker_id)
+                                     : json::value(nullptr);
+  }
   if (options_.extra.routed_experts) {
     ExpertsContext context;
     context.layers = options_.experts_layers;

@@ -35,6 +35,8 @@ struct RewriteOptions {
   uint32_t choices = 1;
   // What only the gateway knows: where the request went and what it expected there.
   std::string worker_id;  // the worker record's id
+  // Disaggregated serving: the prefill phase's worker; nullopt when there was none.
+  std::optional<std::string> prefill_worker_id;
   uint32_t dp_rank = 0;
   uint32_t cached_blocks = 0;
 };

@@ -31,13 +31,14 @@ bool TakeFrom(json::object& o, std::string_view start_key, json::value& holder, 
 
 constexpr Traits kEngines[] = {
     {EngineKind::kVllm, "vllm", wire::EventFormat::kVllmMap, "routed_experts_prompt_start",
-     ExpertsForm::kNpyBase64},
+     ExpertsForm::kNpyBase64, /*events_per_rank=*/false, Disaggregation::kKvTransferParams},
     {EngineKind::kVllmLists, "vllm-lists", wire::EventFormat::kVllmMap,
-     "routed_experts_prompt_start", ExpertsForm::kJsonLists},
+     "routed_experts_prompt_start", ExpertsForm::kJsonLists, /*events_per_rank=*/false,
+     Disaggregation::kKvTransferParams},
     {EngineKind::kSglang, "sglang", wire::EventFormat::kSglang, "routed_experts_start_len",
-     ExpertsForm::kInt32Base64},
+     ExpertsForm::kInt32Base64, /*events_per_rank=*/false, Disaggregation::kBootstrap},
     // Its events read like vLLM's (hashes often negative int64); its OpenAI server returns no
-    // routed experts.
+    // routed experts; its disaggregation protocol is not driven by kvgate (served whole).
     {EngineKind::kTrtllm, "trtllm", wire::EventFormat::kVllmMap, "", ExpertsForm::kNone,
      /*events_per_rank=*/true},
 };

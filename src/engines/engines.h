@@ -31,6 +31,13 @@ enum class ExpertsForm : uint8_t {
   kNone,         // the engine cannot return them (asking adds nothing; the answer is null)
 };
 
+// How an engine runs disaggregated prefill and decode (docs/design.md §12).
+enum class Disaggregation : uint8_t {
+  kNone,              // it cannot (requests are served whole)
+  kKvTransferParams,  // vLLM's NIXL connector: prefill first, its kv_transfer_params to decode
+  kBootstrap,         // SGLang: both at once, meeting in a bootstrap room of the prefill worker
+};
+
 struct Traits {
   EngineKind kind;
   std::string_view name;           // as in configs and flags
@@ -42,6 +49,7 @@ struct Traits {
   // Each data-parallel rank publishes on its own ports (the configured ones + rank) rather
   // than all ranks on one socket with data_parallel_rank in each batch.
   bool events_per_rank = false;
+  Disaggregation disaggregation = Disaggregation::kNone;
 };
 
 const Traits& TraitsOf(EngineKind kind);

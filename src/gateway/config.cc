@@ -149,6 +149,10 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
           ReadSection(n, "etcd",
                       {{"url", Into(c.fleet.etcd_url)}, {"prefix", Into(c.fleet.etcd_prefix)}});
         }},
+       {"pd",
+        [&](const YAML::Node& n) {
+          ReadSection(n, "pd", {{"min_prefill_tokens", Into(c.pd.min_prefill_tokens)}});
+        }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)},
        {"admin_api_keys", Into(c.admin_api_keys)},

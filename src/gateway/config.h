@@ -60,6 +60,13 @@ struct FleetConfig {
   std::string replica_id = "auto";       // request-id origin 1..65535, or auto (random)
 };
 
+// Disaggregated prefill and decode (docs/design.md §12).
+struct PdConfig {
+  // The prefill phase is skipped when the decode worker holds all but this many prompt
+  // tokens.
+  uint32_t min_prefill_tokens = 512;
+};
+
 struct GatewayConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;
@@ -77,6 +84,7 @@ struct GatewayConfig {
   std::vector<WorkerConfig> workers;
   MockWorkersConfig mock;
   FleetConfig fleet;
+  PdConfig pd;
   routing::RouterConfig routing;
   LimitsConfig limits;
   std::vector<std::string> api_keys;

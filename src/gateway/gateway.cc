@@ -491,7 +491,7 @@ Status Gateway::Start() {
   for (uint32_t id = 0; id < g.workers->size(); ++id) g.canaries->Queue(id, /*wait_until_up=*/true);
   g.prompt_workers = std::make_unique<WorkQueue>(std::max(1, c.threads));
   g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
-                                 c.limits, *g.prompt_workers});
+                                 c.limits, c.pd, *g.prompt_workers});
   g.BuildRoutes();
   if (Status s = g.StartFleet(); !s.ok()) return s;
 

@@ -22,6 +22,8 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   metrics.upstream_errors.Render(out);
   metrics.experts_invalid.Render(out);
   metrics.prompt_fallback.Render(out);
+  metrics.pd_requests.Render(out);
+  metrics.pd_phase_seconds.Render(out);
 
   CounterFamily in_flight_gauge{
       "kvgate_requests_in_flight", "Client requests in flight.", {}, true};

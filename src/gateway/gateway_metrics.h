@@ -63,6 +63,13 @@ struct GatewayMetrics {
   CounterFamily discovery_refused{"kvgate_discovery_refused_total",
                                   "Worker records refused (model or block size not the gateway's).",
                                   {"source", "reason"}};
+  CounterFamily pd_requests{"kvgate_pd_requests_total",
+                            "Requests with prefill and decode workers about, by how they ran.",
+                            {"path"}};
+  HistogramFamily pd_phase_seconds{"kvgate_pd_phase_seconds",
+                                   "Disaggregated requests: time of each phase.",
+                                   {"phase"},
+                                   LatencyBuckets()};
   CounterFamily experts_invalid{"kvgate_routed_experts_invalid_total",
                                 "Responses whose routed experts were missing or malformed.",
                                 {}};

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include "api/error.h"
+#include "api/request_fields.h"
 #include "api/sse.h"
 #include "common/log.h"
 #include "gateway/fidelity.h"
 #include "gateway/gateway_metrics.h"
+#include "gateway/prefill_phase.h"
 #include "gateway/worker_pool.h"
 
 namespace kvgate::gateway {
@@ -27,6 +29,9 @@ routing::RouteRequest RouteRequestOf(const CallPlan& plan) {
 LogRateLimiter experts_log_limiter(5);
 LogRateLimiter upstream_log_limiter(5);
 LogRateLimiter fallback_log_limiter(5);
+LogRateLimiter prefill_log_limiter(5);
+
+constexpr std::string_view kPdPathNames[] = {"", "disaggregated", "prefill_skipped", "fallback"};
 
 }  // namespace
 
@@ -84,7 +89,155 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
   responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {
     if (auto self = weak.lock()) self->CancelUpstream();
   });
-  call->Send();
+  call->Begin();
+}
+
+void InferenceCall::Begin() {
+  if (!services_.router.HasRoutable(/*prefill_phase=*/true)) return Send();
+  const Worker& decode = services_.workers.worker(decision_.worker.worker);
+  const engines::Disaggregation protocol = engines::TraitsOf(decode.config.engine).disaggregation;
+  const uint64_t cached = uint64_t{decision_.cached_blocks} * services_.model.block_size;
+  const uint64_t missing = plan_.request.prompt.size() - std::min<uint64_t>(
+                                                             cached, plan_.request.prompt.size());
+  if (missing <= services_.pd.min_prefill_tokens) {
+    pd_path_ = PdPath::kPrefillSkipped;  // the decode worker has (nearly) all of it
+    return Send();
+  }
+  if (protocol == engines::Disaggregation::kNone || !RoutePrefill()) {
+    pd_path_ = PdPath::kFallback;
+    return Send();
+  }
+  pd_path_ = PdPath::kDisaggregated;
+  phase_start_ = std::chrono::steady_clock::now();
+  if (protocol == engines::Disaggregation::kKvTransferParams) return StartPrefill();
+  StartConcurrentPrefill();
+  Send();
+}
+
+bool InferenceCall::RoutePrefill() {
+  routing::RouteRequest route = RouteRequestOf(plan_);
+  route.prefill_phase = true;
+  route.exclude = prefill_failed_;
+  std::optional<routing::RouteDecision> d = services_.router.Route(route);
+  if (!d) return false;
+  prefill_ = d;
+  return true;
+}
+
+// A prefill request with what every call sends (timeouts, forwarded headers, dp rank).
+static http::ClientRequest PrefillRequest(const CallPlan& plan, const LimitsConfig& limits,
+                                          const Worker& w, uint32_t dp_rank, std::string body) {
+  http::ClientRequest request;
+  request.target = plan.path;
+  request.body = std::move(body);
+  request.timeouts = {limits.connect_timeout, limits.non_streaming_timeout, limits.idle_timeout};
+  request.headers = plan.forward_headers;
+  if (w.config.dp_size > 1) {
+    request.headers.emplace_back("X-data-parallel-rank", std::to_string(dp_rank));
+  }
+  return request;
+}
+
+void InferenceCall::StartPrefill() {
+  const Worker& w = services_.workers.worker(prefill_->worker.worker);
+  services_.metrics.routed.Add({w.config.id});
+  auto self = shared_from_this();
+  services_.client.Fetch(
+      w.endpoint,
+      PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
+                     VllmPrefillBody(plan_.EngineBody(w.config.engine))),
+      std::make_shared<PrefillSink>(
+          [self](const Status& transfer, int code, std::string body) {
+            self->OnPrefilled(transfer, code, std::move(body));
+          },
+          [self] { return !self->responder_->connected(); }));
+}
+
+void InferenceCall::OnPrefilled(const Status& transfer, int code, std::string body) {
+  std::optional<boost::json::object> params;
+  if (transfer.ok() && code == 200) params = TransferParamsOf(body);
+  if (!params) {
+    const bool at_fault = !transfer.ok() || code >= 500;
+    PrefillFailed(!transfer.ok() ? transfer.message()
+                  : code != 200  ? fmt::format("status {}: {}", code, body.substr(0, 200))
+                                 : "its answer has no kv_transfer_params",
+                  at_fault);
+    if (responder_->connected() && prefill_failed_.size() == 1 && RoutePrefill()) {
+      return StartPrefill();  // once more, on another prefill worker
+    }
+    pd_path_ = PdPath::kFallback;  // served whole by the decode worker
+    prefill_.reset();
+    return Send();
+  }
+  const Worker& w = services_.workers.worker(prefill_->worker.worker);
+  services_.workers.ReportSuccess(w.slot, WorkerPool::Check::kInference);
+  // The prefill worker's answer is where the gateway's cache prediction can be checked.
+  boost::system::error_code ec;
+  boost::json::value answer = api::ParseJson(body, ec);
+  engines::TokenCounts counts;
+  if (!ec && answer.is_object()) engines::ReadTokenCounts(answer.as_object(), &counts);
+  const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
+  const uint64_t bs = services_.model.block_size;
+  const uint64_t cacheable = prompt == 0 ? 0 : (prompt - 1) / bs;
+  services_.fidelity.Observe(w.slot, prompt,
+                             std::min<uint64_t>(prefill_->cached_blocks, cacheable) * bs, counts);
+  services_.router.OnFinished(prefill_->id);
+  services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
+  decode_fields_ = {{"kv_transfer_params", std::move(*params)}};
+  services_.router.OnFirstToken(decision_.id);  // the decode worker does not prefill it
+  phase_start_ = std::chrono::steady_clock::now();
+  Send();
+}
+
+void InferenceCall::StartConcurrentPrefill() {
+  const Worker& w = services_.workers.worker(prefill_->worker.worker);
+  if (w.config.bootstrap_port == 0) {
+    // Its record names no bootstrap server: the decode worker could not find the KV.
+    PrefillFailed("its worker record has no bootstrap_port", /*worker_at_fault=*/false);
+    pd_path_ = PdPath::kFallback;
+    prefill_.reset();
+    return;
+  }
+  services_.metrics.routed.Add({w.config.id});
+  decode_fields_ = BootstrapFields(w.endpoint.host, w.config.bootstrap_port);
+  auto self = shared_from_this();
+  services_.client.Fetch(
+      w.endpoint,
+      PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
+                     WithFields(plan_.EngineBody(w.config.engine), decode_fields_)),
+      std::make_shared<PrefillSink>(
+          [self](const Status& transfer, int code, std::string) {
+            self->OnConcurrentPrefillDone(transfer, code);
+          },
+          [self] { return !self->responder_->connected(); }));
+}
+
+void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code) {
+  if (transfer.ok() && code == 200) {
+    services_.router.OnFinished(prefill_->id);
+    services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
+    return;
+  }
+  if (!responder_->connected()) return services_.router.OnFailed(prefill_->id);
+  PrefillFailed(transfer.ok() ? fmt::format("status {}", code) : transfer.message(),
+                !transfer.ok() || code >= 500);
+  // The decode worker waits for a room that will never be ready: stop it, and OnDone sends
+  // the request again.
+  concurrent_prefill_failed_ = true;
+  CancelUpstream();
+}
+
+void InferenceCall::PrefillFailed(std::string_view why, bool worker_at_fault) {
+  const Worker& w = services_.workers.worker(prefill_->worker.worker);
+  services_.router.OnFailed(prefill_->id);
+  prefill_failed_.push_back(prefill_->worker);
+  if (worker_at_fault) {
+    services_.metrics.upstream_errors.Add({w.config.id});
+    services_.workers.ReportFailure(w.slot, WorkerPool::Check::kInference, why);
+  }
+  if (prefill_log_limiter.Allow()) {
+    Log(LogLevel::kWarn, "prefill worker {} ({}): {}", w.config.id, w.config.url, why);
+  }
 }
 
 void InferenceCall::OnCancellable(std::function<void()> cancel) {
@@ -127,6 +280,7 @@ void InferenceCall::Send() {
   http::ClientRequest request;
   request.target = plan_.path;
   request.body = plan_.EngineBody(w.config.engine);
+  if (!decode_fields_.empty()) request.body = WithFields(request.body, decode_fields_);
   const LimitsConfig& limits = services_.limits;
   request.timeouts = {
       limits.connect_timeout,
@@ -152,6 +306,10 @@ api::ResponseRewriter InferenceCall::MakeRewriter() const {
   o.worker_id = services_.workers.worker(decision_.worker.worker).config.id;
   o.dp_rank = decision_.worker.dp_rank;
   o.cached_blocks = decision_.cached_blocks;
+  if (prefill_) {
+    o.prefill_worker_id = services_.workers.worker(prefill_->worker.worker).config.id;
+    o.cached_blocks = prefill_->cached_blocks;  // where the prompt was computed
+  }
   return api::ResponseRewriter(o);
 }
 
@@ -222,11 +380,26 @@ bool InferenceCall::Retry() {
   services_.router.OnFailed(decision_.id);
   services_.metrics.retries.Add({});
   decision_ = *next;
+  if (pd_path_ == PdPath::kDisaggregated) pd_path_ = PdPath::kFallback;  // served whole there
+  decode_fields_.clear();
   Send();
   return true;
 }
 
 void InferenceCall::OnDone(const Status& status) {
+  if (concurrent_prefill_failed_.exchange(false) && !first_byte_ && !streaming_ &&
+      responder_->connected()) {
+    // SGLang: its prefill worker failed while this decode worker waited for the KV. Once
+    // more with another prefill worker, else whole on this one.
+    decode_fields_.clear();
+    if (prefill_failed_.size() == 1 && RoutePrefill()) {
+      StartConcurrentPrefill();
+    } else {
+      pd_path_ = PdPath::kFallback;
+      prefill_.reset();
+    }
+    return Send();
+  }
   const Worker& w = services_.workers.worker(decision_.worker.worker);
   if (too_large_) {
     const Status failure(StatusCode::kAborted,
@@ -304,12 +477,21 @@ void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCount
     const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
     const uint64_t bs = services_.model.block_size;
     const uint64_t cacheable_blocks = prompt == 0 ? 0 : (prompt - 1) / bs;
-    services_.fidelity.Observe(decision_.worker.worker, prompt,
-                               std::min<uint64_t>(decision_.cached_blocks, cacheable_blocks) * bs,
-                               reported);
+    // A decode worker counts the KV it received as cached: no measure of the prediction
+    // (the prefill phase's answer was).
+    if (!prefill_) {
+      services_.fidelity.Observe(decision_.worker.worker, prompt,
+                                 std::min<uint64_t>(decision_.cached_blocks, cacheable_blocks) * bs,
+                                 reported);
+    } else {
+      services_.metrics.pd_phase_seconds.Observe({"decode"}, SecondsSince(phase_start_));
+    }
     services_.router.OnFinished(decision_.id);
   } else {
     services_.router.OnFailed(decision_.id);
+  }
+  if (pd_path_ != PdPath::kNone) {
+    services_.metrics.pd_requests.Add({std::string(kPdPathNames[static_cast<size_t>(pd_path_)])});
   }
   services_.metrics.requests.Add({plan_.path, std::to_string(status)});
   services_.metrics.request_seconds.Observe({plan_.path}, SecondsSince(plan_.received));

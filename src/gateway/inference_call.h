@@ -36,6 +36,7 @@ struct CallServices {
   GatewayMetrics& metrics;
   Fidelity& fidelity;
   const LimitsConfig& limits;
+  const PdConfig& pd;
   WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
   std::atomic<int64_t> in_flight{0};
 };
@@ -64,6 +65,17 @@ class InferenceCall : public http::ResponseSink,
   static void Plan(CallServices& services, api::Api api, const http::Request& req,
                    std::chrono::steady_clock::time_point received,
                    std::shared_ptr<http::Responder> responder);
+  // Routed (the worker that answers the client is chosen): runs a prefill phase first when
+  // the fleet has prefill workers and the chosen one lacks enough of the prompt
+  // (docs/design.md §12), then sends.
+  void Begin();
+  bool RoutePrefill();
+  void StartPrefill();  // vLLM: the prefill phase, then Send()
+  void OnPrefilled(const Status& transfer, int code, std::string body);
+  void StartConcurrentPrefill();  // SGLang: the prefill request beside the decode one
+  void OnConcurrentPrefillDone(const Status& transfer, int code);
+  // Where the phase went wrong, counted against the prefill worker; `why` for the log.
+  void PrefillFailed(std::string_view why, bool worker_at_fault);
   void Send();
   void Write(std::string data);
   // The client left: stop waiting on the engine (the client closes that connection).
@@ -83,6 +95,14 @@ class InferenceCall : public http::ResponseSink,
   std::shared_ptr<http::Responder> responder_;
   std::vector<kv::WorkerKey> failed_;
   bool finished_ = false;
+  // Disaggregation.
+  enum class PdPath : uint8_t { kNone, kDisaggregated, kPrefillSkipped, kFallback };
+  PdPath pd_path_ = PdPath::kNone;
+  std::optional<routing::RouteDecision> prefill_;  // the prefill phase's worker
+  std::vector<kv::WorkerKey> prefill_failed_;
+  boost::json::object decode_fields_;  // added to the body the decode worker gets
+  std::atomic<bool> concurrent_prefill_failed_{false};
+  std::chrono::steady_clock::time_point phase_start_;
   std::mutex cancel_mu_;  // the canceller is set on a client thread, used on a server one
   std::function<void()> cancel_upstream_;
 

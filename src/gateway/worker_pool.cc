@@ -63,7 +63,9 @@ Status WorkerPool::Add(const WorkerConfig& config, WorkerSource source, bool rou
   Subscribe(*added);
   if (routable_at_once) {
     added->healthy = true;
-    for (uint32_t rank = 0; rank < config.dp_size; ++rank) router_.AddWorker({*slot, rank});
+    for (uint32_t rank = 0; rank < config.dp_size; ++rank) {
+      router_.AddWorker({*slot, rank}, config.role == discovery::WorkerRole::kPrefill);
+    }
   }
   return Status::Ok();
 }
@@ -162,7 +164,7 @@ void WorkerPool::SetHealthy(Slot& s, bool healthy) {
   s.healthy = healthy;
   for (uint32_t rank = 0; rank < w.config.dp_size; ++rank) {
     if (healthy) {
-      router_.AddWorker({w.slot, rank});
+      router_.AddWorker({w.slot, rank}, w.config.role == discovery::WorkerRole::kPrefill);
     } else {
       router_.DrainWorker({w.slot, rank});
     }

@@ -54,6 +54,9 @@ struct RouteRequest {
   // The same blocks hashed as EAGLE workers store them (one token more per block); empty
   // unless the router wants them. A worker's overlap is the longer of the two matches.
   std::span<const uint64_t> eagle_hashes;
+  // Disaggregation (docs/design.md §12): a prefill phase goes to prefill workers only;
+  // anything else (whole requests, decode phases) to the others.
+  bool prefill_phase = false;
 };
 
 // One worker the policy may pick, with what the policy decides on. Policies fill `cost`

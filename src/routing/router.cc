@@ -12,15 +12,23 @@ Router::Router(RouterConfig config, const kv::PrefixIndex* index, std::shared_pt
 
 Router::~Router() = default;
 
-void Router::AddWorker(kv::WorkerKey worker) {
+void Router::AddWorker(kv::WorkerKey worker, bool prefill_only) {
   std::lock_guard lock(mu_);
   for (WorkerState& w : workers_) {
     if (w.key == worker) {
       w.draining = false;
+      w.prefill_only = prefill_only;
       return;
     }
   }
-  workers_.push_back({worker, false});
+  workers_.push_back({worker, false, prefill_only});
+}
+
+bool Router::HasRoutable(bool prefill_phase) const {
+  std::lock_guard lock(mu_);
+  return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
+    return !w.draining && w.prefill_only == prefill_phase;
+  });
 }
 
 void Router::DrainWorker(kv::WorkerKey worker) {
@@ -71,7 +79,7 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request) {
   std::vector<Candidate> candidates;
   candidates.reserve(workers_.size());
   for (const WorkerState& w : workers_) {
-    if (w.draining) continue;
+    if (w.draining || w.prefill_only != request.prefill_phase) continue;
     if (std::find(request.exclude.begin(), request.exclude.end(), w.key) != request.exclude.end())
       continue;
     Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};

@@ -31,11 +31,14 @@ class Router {
          std::shared_ptr<LoadView> loads = nullptr);
   ~Router();
 
-  void AddWorker(kv::WorkerKey worker);
+  // `prefill_only`: the worker serves prefill phases only (docs/design.md §12).
+  void AddWorker(kv::WorkerKey worker, bool prefill_only = false);
   // Stops routing new requests to `worker`; in-flight ones finish normally.
   void DrainWorker(kv::WorkerKey worker);
   void RemoveWorker(kv::WorkerKey worker);
   std::vector<kv::WorkerKey> RoutableWorkers() const;
+  // Whether some worker could take a prefill phase (or, with false, anything else).
+  bool HasRoutable(bool prefill_phase) const;
 
   // Chooses a worker and records the request as in flight there. nullopt: no worker.
   std::optional<RouteDecision> Route(const RouteRequest& request);
@@ -65,6 +68,7 @@ class Router {
   struct WorkerState {
     kv::WorkerKey key;
     bool draining = false;
+    bool prefill_only = false;
   };
   std::vector<WorkerState> workers_;
   uint64_t next_sequence_ = 1;
