@@ -1,9 +1,32 @@
 // kvgate: a KV-cache-aware gateway for LLM inference fleets. One binary, subcommands.
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <csignal>
 
 #include "commands.h"
 
+namespace {
+
+// A crash leaves its stack in the log (addresses resolve with `addr2line -e kvgate`), then
+// ends the process as the signal would have.
+void ReportCrash(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  constexpr char kHead[] = "kvgate: fatal signal; stack:\n";
+  (void)!write(STDERR_FILENO, kHead, sizeof(kHead) - 1);
+  backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they report better
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, ReportCrash);
+#endif
   CLI::App app{"kvgate: KV-cache-aware gateway for LLM inference fleets (vLLM, SGLang)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

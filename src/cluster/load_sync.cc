@@ -2,21 +2,41 @@
 
 #include <nats/nats.h>
 
+#include <future>
 #include <random>
 
 #include "common/log.h"
 
 namespace kvgate::cluster {
 
-// The NATS connection and subscription (cnats handles, freed in this order).
+// The NATS connection and subscription (cnats handles). cnats calls back on threads of its
+// own (messages on the subscription's, connection events on a shared one, queued), so each
+// is closed and then waited for until its last callback has run, before anything those
+// callbacks reach goes away.
 struct LoadSync::Nats {
   natsOptions* options = nullptr;
   natsConnection* connection = nullptr;
   natsSubscription* subscription = nullptr;
+  std::promise<void> subscription_done, connection_closed;
+
+  static void OnSubscriptionDone(void* self) {
+    static_cast<Nats*>(self)->subscription_done.set_value();
+  }
+  static void OnClosed(natsConnection*, void* self) {
+    static_cast<Nats*>(self)->connection_closed.set_value();
+  }
+
   ~Nats() {
-    if (subscription) natsSubscription_Destroy(subscription);
+    constexpr auto kWait = std::chrono::seconds(2);
+    if (subscription) {
+      if (natsSubscription_Unsubscribe(subscription) == NATS_OK) {
+        subscription_done.get_future().wait_for(kWait);
+      }
+      natsSubscription_Destroy(subscription);
+    }
     if (connection) {
       natsConnection_Close(connection);
+      connection_closed.get_future().wait_for(kWait);
       natsConnection_Destroy(connection);
     }
     if (options) natsOptions_Destroy(options);
@@ -78,6 +98,7 @@ Status LoadSync::Start() {
   if (st == NATS_OK) st = natsOptions_SetMaxPingsOut(n.options, 2);
   if (st == NATS_OK) st = natsOptions_SetDisconnectedCB(n.options, on_disconnected, this);
   if (st == NATS_OK) st = natsOptions_SetReconnectedCB(n.options, on_connected, this);
+  if (st == NATS_OK) st = natsOptions_SetClosedCB(n.options, Nats::OnClosed, &n);
   // Down at start: keep trying in the background instead of failing the gateway.
   if (st == NATS_OK) st = natsOptions_SetRetryOnFailedConnect(n.options, true, on_connected, this);
   if (st != NATS_OK) {
@@ -96,6 +117,9 @@ Status LoadSync::Start() {
   receive_ = [this](std::string_view data) { Receive(data); };
   st = natsConnection_Subscribe(&n.subscription, n.connection, subject().c_str(), OnMessage,
                                 &receive_);
+  if (st == NATS_OK) {
+    st = natsSubscription_SetOnCompleteCB(n.subscription, Nats::OnSubscriptionDone, &n);
+  }
   if (st != NATS_OK) {
     return Status::Error(fmt::format("NATS subscribe {}: {}", subject(), natsStatus_GetText(st)));
   }

@@ -97,8 +97,8 @@ void InferenceCall::Begin() {
   const Worker& decode = services_.workers.worker(decision_.worker.worker);
   const engines::Disaggregation protocol = engines::TraitsOf(decode.config.engine).disaggregation;
   const uint64_t cached = uint64_t{decision_.cached_blocks} * services_.model.block_size;
-  const uint64_t missing = plan_.request.prompt.size() - std::min<uint64_t>(
-                                                             cached, plan_.request.prompt.size());
+  const uint64_t missing =
+      plan_.request.prompt.size() - std::min<uint64_t>(cached, plan_.request.prompt.size());
   if (missing <= services_.pd.min_prefill_tokens) {
     pd_path_ = PdPath::kPrefillSkipped;  // the decode worker has (nearly) all of it
     return Send();
@@ -142,15 +142,14 @@ void InferenceCall::StartPrefill() {
   const Worker& w = services_.workers.worker(prefill_->worker.worker);
   services_.metrics.routed.Add({w.config.id});
   auto self = shared_from_this();
-  services_.client.Fetch(
-      w.endpoint,
-      PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
-                     VllmPrefillBody(plan_.EngineBody(w.config.engine))),
-      std::make_shared<PrefillSink>(
-          [self](const Status& transfer, int code, std::string body) {
-            self->OnPrefilled(transfer, code, std::move(body));
-          },
-          [self] { return !self->responder_->connected(); }));
+  services_.client.Fetch(w.endpoint,
+                         PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
+                                        VllmPrefillBody(plan_.EngineBody(w.config.engine))),
+                         std::make_shared<PrefillSink>(
+                             [self](const Status& transfer, int code, std::string body) {
+                               self->OnPrefilled(transfer, code, std::move(body));
+                             },
+                             [self] { return !self->responder_->connected(); }));
 }
 
 void InferenceCall::OnPrefilled(const Status& transfer, int code, std::string body) {

@@ -23,9 +23,9 @@ std::string VllmPrefillBody(std::string_view engine_body) {
   if (o.contains("max_completion_tokens")) o["max_completion_tokens"] = 1;
   o["stream"] = false;
   o.erase("stream_options");
-  o["kv_transfer_params"] = json::object{{"do_remote_decode", true},   {"do_remote_prefill", false},
-                                         {"remote_engine_id", nullptr}, {"remote_block_ids", nullptr},
-                                         {"remote_host", nullptr},      {"remote_port", nullptr}};
+  o["kv_transfer_params"] = json::object{
+      {"do_remote_decode", true},    {"do_remote_prefill", false}, {"remote_engine_id", nullptr},
+      {"remote_block_ids", nullptr}, {"remote_host", nullptr},     {"remote_port", nullptr}};
   return json::serialize(o);
 }
 

@@ -38,8 +38,8 @@ Status ReadTransferAsk(const json::object& body, engines::EngineKind engine,
         port->as_int64() <= 0 || port->as_int64() > 65535) {
       return Bad("a decode request with a bootstrap_room needs bootstrap_host and bootstrap_port");
     }
-    ask->bootstrap = http::Endpoint{std::string(host->as_string()),
-                                    static_cast<uint16_t>(port->as_int64())};
+    ask->bootstrap =
+        http::Endpoint{std::string(host->as_string()), static_cast<uint16_t>(port->as_int64())};
     ask->imported_blocks = prompt_blocks;
     return Status::Ok();
   }
@@ -67,9 +67,12 @@ json::object TransferParamsAnswer(const std::string& engine_id, const std::strin
                                   uint16_t port, uint32_t blocks) {
   json::array ids;
   for (uint32_t i = 0; i < blocks; ++i) ids.push_back(i);
-  return {{"do_remote_prefill", true}, {"do_remote_decode", false},
-          {"remote_engine_id", engine_id}, {"remote_block_ids", std::move(ids)},
-          {"remote_host", host},           {"remote_port", port},
+  return {{"do_remote_prefill", true},
+          {"do_remote_decode", false},
+          {"remote_engine_id", engine_id},
+          {"remote_block_ids", std::move(ids)},
+          {"remote_host", host},
+          {"remote_port", port},
           {"tp_size", 1}};
 }
 
@@ -90,21 +93,20 @@ Status BootstrapServer::Start(const std::string& host, uint16_t port) {
   so.host = host;
   so.port = port;
   so.threads = 1;
-  server_ = std::make_unique<http::Server>(
-      so, [this](const http::Request& req, std::shared_ptr<http::Responder> r) {
-        constexpr std::string_view kPrefix = "/rooms/";
-        int64_t room = 0;
-        const std::string_view rest = std::string_view(req.path).substr(
-            std::min(req.path.size(), kPrefix.size()));
-        const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), room);
-        if (!req.path.starts_with(kPrefix) || ec != std::errc() ||
-            end != rest.data() + rest.size()) {
-          return r->Send(404, "application/json", R"({"error":"no such route"})");
-        }
-        std::lock_guard lock(mu_);
-        if (!ready_.contains(room)) return r->Send(404, "application/json", R"({"ready":false})");
-        r->Send(200, "application/json", R"({"ready":true})");
-      });
+  server_ = std::make_unique<http::Server>(so, [this](const http::Request& req,
+                                                      std::shared_ptr<http::Responder> r) {
+    constexpr std::string_view kPrefix = "/rooms/";
+    int64_t room = 0;
+    const std::string_view rest =
+        std::string_view(req.path).substr(std::min(req.path.size(), kPrefix.size()));
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), room);
+    if (!req.path.starts_with(kPrefix) || ec != std::errc() || end != rest.data() + rest.size()) {
+      return r->Send(404, "application/json", R"({"error":"no such route"})");
+    }
+    std::lock_guard lock(mu_);
+    if (!ready_.contains(room)) return r->Send(404, "application/json", R"({"ready":false})");
+    r->Send(200, "application/json", R"({"ready":true})");
+  });
   return server_->Start();
 }
 
@@ -163,9 +165,9 @@ void RoomWaiter::Run() {
     if (ready) {
       w.done(Status::Ok());
     } else if (std::chrono::steady_clock::now() > w.deadline) {
-      w.done(Status(StatusCode::kDeadlineExceeded,
-                    fmt::format("bootstrap room {} never became ready on {}", w.room,
-                                w.prefill.key())));
+      w.done(Status(
+          StatusCode::kDeadlineExceeded,
+          fmt::format("bootstrap room {} never became ready on {}", w.room, w.prefill.key())));
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
       lock.lock();

@@ -135,8 +135,8 @@ bool Engine::Admit(Sequence& seq, uint32_t& budget) {
   seq.committed = hit;
   // KV sent by a prefill worker lands in fresh blocks past the local hit, computed as is.
   const uint32_t known = std::max(hit, std::min(seq.imported_blocks, limit));
-  const size_t chunk = std::min<size_t>(seq.tokens.size() - size_t{known} * config_.block_size,
-                                        budget);
+  const size_t chunk =
+      std::min<size_t>(seq.tokens.size() - size_t{known} * config_.block_size, budget);
   if (!EnsureBlocks(seq, size_t{known} * config_.block_size + chunk)) {
     Preempt(seq);  // not enough room: give the blocks back and stay waiting
     return false;

@@ -101,7 +101,7 @@ struct MockerServer::Impl {
     std::string cache_salt;
     int64_t created = 0;
     Clock::time_point due;
-    TransferAsk transfer;         // what disaggregation asks of this worker
+    TransferAsk transfer;        // what disaggregation asks of this worker
     uint32_t prompt_blocks = 0;  // full blocks a prefill worker can hand over
   };
 
@@ -219,10 +219,8 @@ struct MockerServer::Impl {
                                    blocks, options.engine.num_blocks)};
     }
     p.experts_start = std::min<uint32_t>(p.experts_start, static_cast<uint32_t>(p.prompt.size()));
-    p.prompt_blocks =
-        static_cast<uint32_t>((p.prompt.size() - 1) / options.engine.block_size);
-    if (Status s = ReadTransferAsk(o, options.kind, options.transfer, p.prompt_blocks,
-                                   &p.transfer);
+    p.prompt_blocks = static_cast<uint32_t>((p.prompt.size() - 1) / options.engine.block_size);
+    if (Status s = ReadTransferAsk(o, options.kind, options.transfer, p.prompt_blocks, &p.transfer);
         !s.ok()) {
       throw BadRequest{s.message()};
     }
