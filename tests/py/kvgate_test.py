@@ -73,6 +73,13 @@ class Mocker:
         assert events[-1] == "[DONE]", events
         return [json.loads(e) for e in events[:-1]]
 
+    def metric(self, name):
+        """Sum of the samples of `name` on its /metrics."""
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if not line.startswith("#") and line.split("{")[0].split(" ")[0] == name)
+
     @property
     def ports(self):
         return self.port, self.events, self.replay
