@@ -20,7 +20,7 @@ struct ServeFlags {
   std::optional<uint16_t> port;
   std::optional<int> threads;
   std::optional<size_t> max_body;
-  std::optional<uint32_t> mock_workers, block_size, mock_num_blocks;
+  std::optional<uint32_t> mock_workers, mock_prefill_workers, block_size, mock_num_blocks;
   std::optional<double> mock_speedup;
   std::vector<std::string> workers, api_keys;
   std::optional<std::string> api_keys_file;
@@ -63,6 +63,7 @@ Status StartMockFleet(const api::ModelFiles& files, gateway::GatewayConfig& c,
   }
   mocker::FleetOptions o;
   o.count = m.count;
+  o.prefill_count = m.prefill_count;
   o.engine = m.engine;
   o.model = c.models.front();
   o.block_size = c.block_size;
@@ -77,6 +78,10 @@ Status StartMockFleet(const api::ModelFiles& files, gateway::GatewayConfig& c,
     w.engine = m.engine;
     w.kv_events = member.kv_events;
     w.kv_replay = member.kv_replay;
+    w.role = member.role == mocker::Role::kPrefill  ? discovery::WorkerRole::kPrefill
+             : member.role == mocker::Role::kDecode ? discovery::WorkerRole::kDecode
+                                                    : discovery::WorkerRole::kBoth;
+    w.bootstrap_port = member.bootstrap_port;
     if (Status s = discovery::FinishWorkerRecord(&w); !s.ok()) return s;
     c.workers.push_back(w);
   }
@@ -99,6 +104,7 @@ int RunServe(const ServeFlags& f) {
   if (f.model) c.models.insert(c.models.begin(), *f.model);
   if (f.block_size) c.block_size = *f.block_size;
   if (f.mock_workers) c.mock.count = *f.mock_workers;
+  if (f.mock_prefill_workers) c.mock.prefill_count = *f.mock_prefill_workers;
   if (f.mock_num_blocks) c.mock.num_blocks = *f.mock_num_blocks;
   if (f.mock_speedup) c.mock.speedup = *f.mock_speedup;
   if (f.mock_engine) {
@@ -163,7 +169,11 @@ int RunServe(const ServeFlags& f) {
             << (c.model_dir.empty() ? std::string(", no tokenizer") : ", tokenizer " + c.model_dir)
             << ")\n";
   for (const gateway::WorkerConfig& w : c.workers) {
-    std::cout << "  worker " << w.id << ": " << w.url << '\n';
+    std::cout << "  worker " << w.id << ": " << w.url
+              << (w.role == discovery::WorkerRole::kBoth
+                      ? ""
+                      : " (" + std::string(discovery::RoleName(w.role)) + ")")
+              << '\n';
   }
   std::cout << std::flush;
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -190,6 +200,8 @@ void AddServeCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--mock-workers", f.mock_workers, "Start N simulated engines in-process");
   cmd->add_option("--mock-engine", f.mock_engine,
                   "Engine the mock workers imitate: vllm|vllm-lists|sglang");
+  cmd->add_option("--mock-prefill-workers", f.mock_prefill_workers,
+                  "Also start M simulated prefill workers (the N mock workers then decode)");
   cmd->add_option("--mock-num-blocks", f.mock_num_blocks, "KV blocks per mock worker");
   cmd->add_option("--mock-speedup", f.mock_speedup, "Divide mock step times by X");
   cmd->add_option("--policy", f.policy, "kv|round_robin|random|least_loaded|approx (default kv)");

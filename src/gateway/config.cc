@@ -96,6 +96,7 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
         [&](const YAML::Node& n) {
           ReadSection(n, "mock_workers",
                       {{"count", Into(c.mock.count)},
+                       {"prefill_count", Into(c.mock.prefill_count)},
                        {"engine", Engine(c.mock.engine)},
                        {"num_blocks", Into(c.mock.num_blocks)},
                        {"speedup", Into(c.mock.speedup)},

@@ -20,6 +20,7 @@ using WorkerConfig = discovery::WorkerRecord;
 // Simulated engines started in-process (`--mock-workers N`).
 struct MockWorkersConfig {
   uint32_t count = 0;
+  uint32_t prefill_count = 0;  // prefill workers besides `count` decode ones (§12)
   engines::EngineKind engine = engines::EngineKind::kVllm;
   uint32_t num_blocks = 16384;
   double speedup = 1.0;

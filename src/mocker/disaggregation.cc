@@ -91,7 +91,7 @@ BootstrapServer::~BootstrapServer() {
 Status BootstrapServer::Start(const std::string& host, uint16_t port) {
   http::ServerOptions so;
   so.host = host;
-  so.port = port;
+  so.port = port == kAnyPort ? 0 : port;
   so.threads = 1;
   server_ = std::make_unique<http::Server>(so, [this](const http::Request& req,
                                                       std::shared_ptr<http::Responder> r) {
@@ -109,6 +109,8 @@ Status BootstrapServer::Start(const std::string& host, uint16_t port) {
   });
   return server_->Start();
 }
+
+uint16_t BootstrapServer::port() const { return server_ ? server_->port() : 0; }
 
 void BootstrapServer::Ready(int64_t room) {
   constexpr size_t kKept = 100'000;

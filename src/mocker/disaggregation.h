@@ -30,6 +30,9 @@ namespace kvgate::mocker {
 enum class Role : uint8_t { kBoth, kPrefill, kDecode };
 std::optional<Role> ParseRole(std::string_view name);
 
+// A bootstrap port of "any free one" (the in-process fleet's), read back from the server.
+inline constexpr uint16_t kAnyPort = 65535;
+
 struct TransferConfig {
   Role role = Role::kBoth;
   uint16_t bootstrap_port = 0;  // SGLang, prefill: where decode workers ask for rooms
@@ -66,7 +69,8 @@ class BootstrapServer {
  public:
   BootstrapServer();
   ~BootstrapServer();
-  Status Start(const std::string& host, uint16_t port);
+  Status Start(const std::string& host, uint16_t port);  // kAnyPort: a free one
+  uint16_t port() const;
   void Ready(int64_t room);
 
  private:

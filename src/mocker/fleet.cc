@@ -15,8 +15,10 @@ MockFleet::~MockFleet() { Stop(); }
 
 Status MockFleet::Start(const FleetOptions& f) {
   const std::string dir = std::filesystem::temp_directory_path().string();
-  for (uint32_t i = 0; i < f.count; ++i) {
+  for (uint32_t i = 0; i < f.prefill_count + f.count; ++i) {
     MockerOptions o;
+    if (f.prefill_count > 0) o.transfer.role = i < f.prefill_count ? Role::kPrefill : Role::kDecode;
+    if (o.transfer.role == Role::kPrefill) o.transfer.bootstrap_port = kAnyPort;
     o.kind = f.engine;
     o.model = f.model;
     o.engine.block_size = f.block_size;
@@ -34,8 +36,8 @@ Status MockFleet::Start(const FleetOptions& f) {
     o.chat_template = f.model_files.chat_template;
     auto server = std::make_unique<MockerServer>(o);
     if (Status s = server->Start(); !s.ok()) return s;
-    members_.push_back(
-        {fmt::format("http://127.0.0.1:{}", server->port()), o.kv_events, o.kv_replay});
+    members_.push_back({fmt::format("http://127.0.0.1:{}", server->port()), o.kv_events,
+                        o.kv_replay, o.transfer.role, server->bootstrap_port()});
     servers_.push_back(std::move(server));
   }
   return Status::Ok();

@@ -11,6 +11,7 @@
 #include "api/prompt.h"
 #include "common/status.h"
 #include "engines/engines.h"
+#include "mocker/disaggregation.h"
 #include "mocker/routed_experts.h"
 
 namespace kvgate::mocker {
@@ -19,6 +20,9 @@ class MockerServer;
 
 struct FleetOptions {
   uint32_t count = 0;
+  // Disaggregated serving: this many prefill workers besides `count` decode workers (none:
+  // `count` workers serving whole requests).
+  uint32_t prefill_count = 0;
   engines::EngineKind engine = engines::EngineKind::kVllm;
   std::string model = "kvgate-mock";
   uint32_t block_size = 16;
@@ -32,6 +36,8 @@ struct FleetMember {
   std::string url;        // http://127.0.0.1:port
   std::string kv_events;  // ipc://...
   std::string kv_replay;
+  Role role = Role::kBoth;
+  uint16_t bootstrap_port = 0;  // prefill workers (SGLang's protocol)
 };
 
 class MockFleet {

@@ -716,6 +716,10 @@ Status MockerServer::Start() {
 
 uint16_t MockerServer::port() const { return impl_->server ? impl_->server->port() : 0; }
 
+uint16_t MockerServer::bootstrap_port() const {
+  return impl_->bootstrap ? impl_->bootstrap->port() : 0;
+}
+
 void MockerServer::Stop() {
   Impl& s = *impl_;
   s.stop = true;

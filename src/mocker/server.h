@@ -55,6 +55,7 @@ class MockerServer {
   ~MockerServer();
   Status Start();
   uint16_t port() const;
+  uint16_t bootstrap_port() const;  // 0: it serves no bootstrap rooms
   void Stop();
 
  private:

@@ -184,6 +184,23 @@ class DisaggregationTest(unittest.TestCase):
                 finally:
                     f.close()
 
+    def test_in_process_prefill_and_decode_workers(self):
+        for engine in ENGINES:
+            with self.subTest(engine=engine):
+                gw = Gateway("--mock-workers", "1", "--mock-prefill-workers", "1",
+                             "--mock-engine", engine, "--mock-speedup", "50")
+                try:
+                    status, r = gw.post("/v1/completions", {"prompt": list(range(10, 1010)),
+                                                            "max_tokens": 3,
+                                                            "nvext": {"extra_fields": ASKS}})
+                    self.assertEqual(status, 200, r)
+                    prefill, decode_ = gw.workers  # printed in this order, roles after
+                    self.assertEqual(r["nvext"]["prefill_worker_id"], gw.worker_ids[prefill])
+                    self.assertEqual(r["nvext"]["worker_id"], gw.worker_ids[decode_])
+                    self.assertEqual(gw.metric("kvgate_pd_requests_total", path="disaggregated"), 1)
+                finally:
+                    gw.close()
+
 
 if __name__ == "__main__":
     main()

@@ -56,6 +56,7 @@ class Gateway:
             if not line.startswith("  worker"):
                 break
             wid, url = line[len("  worker "):].strip().split(": ", 1)
+            url = url.split()[0]  # (a role may follow)
             self.workers.append(url)
             self.worker_ids[url] = wid
             if len(self.workers) == self.expected_workers(config, args):
@@ -64,8 +65,9 @@ class Gateway:
     @staticmethod
     def expected_workers(config, args):
         n = len((config or {}).get("workers", []))
-        if "--mock-workers" in args:
-            n += int(args[args.index("--mock-workers") + 1])
+        for flag in ("--mock-workers", "--mock-prefill-workers"):
+            if flag in args:
+                n += int(args[args.index(flag) + 1])
         return n
 
     def worker_id(self, mocker):
