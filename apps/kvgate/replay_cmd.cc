@@ -30,6 +30,8 @@ struct ReplayFlags {
   std::string model;
   routing::KvWeights kv;
   uint32_t replicas = 1;
+  uint32_t prefill_workers = 0, decode_workers = 0;
+  double transfer_gbps = 100;
   std::string sync = "on";
   double sync_delay_ms = 0;
 };
@@ -74,6 +76,15 @@ int Replay(const ReplayFlags& f) {
     return 2;
   }
   options.replicas = f.replicas;
+  if ((f.prefill_workers > 0) != (f.decode_workers > 0)) {
+    std::cerr << "kvgate replay: --prefill-workers and --decode-workers go together\n";
+    return 2;
+  }
+  if (f.prefill_workers > 0) {
+    options.workers = f.decode_workers;
+    options.prefill_workers = f.prefill_workers;
+  }
+  options.transfer.gbps = f.transfer_gbps;
   options.sync = f.sync == "on";
   options.sync_delay_ms = f.sync_delay_ms;
 
@@ -84,8 +95,9 @@ int Replay(const ReplayFlags& f) {
   report.sync = options.sync;
   report.sync_delay_ms = f.sync_delay_ms;
   report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
-  report.bound_reuse = replay::BoundReuse(trace, f.block_size, f.trace_block_size,
-                                          uint64_t{f.workers} * f.num_blocks);
+  const uint32_t fleet = options.workers + options.prefill_workers;
+  report.bound_reuse =
+      replay::BoundReuse(trace, f.block_size, f.trace_block_size, uint64_t{fleet} * f.num_blocks);
   const bool tty = isatty(STDERR_FILENO);
   auto progress_for = [tty](std::string_view name) {
     return [tty, name](size_t done, size_t total) {
@@ -124,7 +136,7 @@ int Replay(const ReplayFlags& f) {
   for (routing::Policy policy : f.url.empty() ? policies : std::vector<routing::Policy>{}) {
     const replay::PolicyRun run =
         replay::RunOffline(trace, policy, options, progress_for(routing::PolicyName(policy)));
-    report.policies.push_back(replay::Summarize(run, f.workers, f.block_size));
+    report.policies.push_back(replay::Summarize(run, fleet, f.block_size));
   }
   std::cout << replay::ReportTable(report);
   if (!f.out.empty()) {
@@ -171,6 +183,11 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
                   "streaming token-id completions at trace times; --policy is the gateway's");
   cmd->add_option("--model", f.model, "Model name for live requests (default: the gateway's)");
   cmd->add_option("--replicas", f.replicas, "Gateway replicas requests are spread over")
+      ->capture_default_str();
+  cmd->add_option("--prefill-workers", f.prefill_workers,
+                  "Disaggregated: prefill workers (with --decode-workers; replaces --workers)");
+  cmd->add_option("--decode-workers", f.decode_workers, "Disaggregated: decode workers");
+  cmd->add_option("--transfer-gbps", f.transfer_gbps, "KV transfer bandwidth between workers")
       ->capture_default_str();
   cmd->add_option("--sync", f.sync, "Replicas share load (on|off)")->capture_default_str();
   cmd->add_option("--sync-delay-ms", f.sync_delay_ms,

@@ -16,13 +16,6 @@ Status Bad(std::string message) { return Status::InvalidArgument(std::move(messa
 
 }  // namespace
 
-std::optional<Role> ParseRole(std::string_view name) {
-  if (name == "both") return Role::kBoth;
-  if (name == "prefill") return Role::kPrefill;
-  if (name == "decode") return Role::kDecode;
-  return std::nullopt;
-}
-
 Status ReadTransferAsk(const json::object& body, engines::EngineKind engine,
                        const TransferConfig& config, uint32_t prompt_blocks, TransferAsk* ask) {
   *ask = TransferAsk{};
@@ -74,13 +67,6 @@ json::object TransferParamsAnswer(const std::string& engine_id, const std::strin
           {"remote_host", host},
           {"remote_port", port},
           {"tp_size", 1}};
-}
-
-double TransferMs(const TransferConfig& config, uint32_t blocks, uint32_t block_size,
-                  double speedup) {
-  if (blocks == 0 || config.gbps <= 0) return 0;
-  const double bytes = static_cast<double>(blocks) * block_size * config.kv_bytes_per_token;
-  return bytes * 8 / (config.gbps * 1e9) * 1000 / std::max(speedup, 1e-9);
 }
 
 BootstrapServer::BootstrapServer() = default;

@@ -20,25 +20,13 @@
 #include "common/status.h"
 #include "engines/engines.h"
 #include "http/client.h"
+#include "mocker/transfer.h"
 
 namespace kvgate::http {
 class Server;
 }
 
 namespace kvgate::mocker {
-
-enum class Role : uint8_t { kBoth, kPrefill, kDecode };
-std::optional<Role> ParseRole(std::string_view name);
-
-// A bootstrap port of "any free one" (the in-process fleet's), read back from the server.
-inline constexpr uint16_t kAnyPort = 65535;
-
-struct TransferConfig {
-  Role role = Role::kBoth;
-  uint16_t bootstrap_port = 0;  // SGLang, prefill: where decode workers ask for rooms
-  double gbps = 25;             // KV transfer bandwidth between workers
-  uint32_t kv_bytes_per_token = 128 << 10;
-};
 
 // What a request asks of this worker beyond an ordinary generation.
 struct TransferAsk {
@@ -58,10 +46,6 @@ Status ReadTransferAsk(const boost::json::object& body, engines::EngineKind engi
 // What a vLLM prefill worker answers in `kv_transfer_params` (as the NIXL connector does).
 boost::json::object TransferParamsAnswer(const std::string& engine_id, const std::string& host,
                                          uint16_t port, uint32_t blocks);
-
-// How long moving `blocks` blocks of KV takes, in simulated ms (divided by `speedup`).
-double TransferMs(const TransferConfig& config, uint32_t blocks, uint32_t block_size,
-                  double speedup);
 
 // Prefill side: the rooms whose KV is computed, served on the bootstrap port as
 // GET /rooms/{room} -> 200 (ready) or 404 (not yet).

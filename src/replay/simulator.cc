@@ -40,11 +40,11 @@ class EventPipe : public events::StreamActions {
 };
 
 struct SimEvent {
-  enum Kind : uint8_t { kArrival, kStepDone, kLoadDelta };
+  enum Kind : uint8_t { kArrival, kStepDone, kLoadDelta, kTransferDone };
   double t;
   uint64_t order;  // FIFO among equal times, for determinism
   Kind kind;
-  uint32_t index;  // request (arrival), worker (step done) or delta (load delta)
+  uint32_t index;  // request (arrival, transfer done), worker (step done) or delta
   bool operator>(const SimEvent& o) const { return t != o.t ? t > o.t : order > o.order; }
 };
 
@@ -94,14 +94,17 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
     }
   }
 
+  // Workers [0, workers) serve whole requests or decode; the prefill workers follow.
+  const uint32_t total = options.workers + options.prefill_workers;
+  auto is_prefill = [&](uint32_t w) { return w >= options.workers; };
   std::vector<std::unique_ptr<mocker::Engine>> engines;
   std::vector<std::unique_ptr<EventPipe>> pipes;
-  std::vector<mocker::StepResult> pending(options.workers);
-  std::vector<bool> busy(options.workers, false);
-  for (uint32_t w = 0; w < options.workers; ++w) {
+  std::vector<mocker::StepResult> pending(total);
+  std::vector<bool> busy(total, false);
+  for (uint32_t w = 0; w < total; ++w) {
     engines.push_back(std::make_unique<mocker::Engine>(options.engine));
     pipes.push_back(std::make_unique<EventPipe>(index, w));
-    for (auto& router : routers) router->AddWorker({w, 0});
+    for (auto& router : routers) router->AddWorker({w, 0}, is_prefill(w));
   }
 
   PolicyRun run;
@@ -113,6 +116,14 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
     return *routers[request % replicas];
   };
   std::vector<double> last_token(trace.requests.size(), 0);
+  // Requests with a prefill phase: its route, their decode worker, the prompt until it goes
+  // there.
+  struct Prefilled {
+    routing::RequestId id = 0;
+    uint32_t decode_worker = 0;
+    std::vector<uint32_t> tokens;
+  };
+  absl::flat_hash_map<uint32_t, Prefilled> prefilled;
 
   std::priority_queue<SimEvent, std::vector<SimEvent>, std::greater<>> queue;
   uint64_t order = 0;
@@ -155,6 +166,16 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       deliver(deltas[ev.index]);
       continue;
     }
+    if (ev.kind == SimEvent::kTransferDone) {
+      // The prompt's KV is on its decode worker: it decodes from there.
+      Prefilled& p = prefilled.at(ev.index);
+      const uint32_t w = p.decode_worker;
+      const auto blocks = static_cast<uint32_t>((p.tokens.size() - 1) / bs);
+      engines[w]->Submit({ev.index, std::move(p.tokens), trace.requests[ev.index].output_length, "",
+                          "", 0, blocks});
+      if (!busy[w]) start_step(w, ev.t);
+      continue;
+    }
     if (ev.kind == SimEvent::kArrival) {
       const TraceRequest& tr = trace.requests[ev.index];
       RequestMetrics& m = run.requests[ev.index];
@@ -173,11 +194,23 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
         m.rejected = true;
         continue;
       }
-      const uint32_t w = decision->worker.worker;
+      uint32_t w = decision->worker.worker;
       m.worker = w;
       m.predicted_blocks = decision->cached_blocks;
       route_ids[ev.index] = decision->id;
-      if (!engines[w]->Submit({ev.index, std::move(tokens), tr.output_length, "", "", 0, 0})) {
+      const uint64_t held =
+          std::min<uint64_t>(uint64_t{decision->cached_blocks} * bs, tokens.size());
+      if (options.prefill_workers > 0 && tokens.size() - held > options.min_prefill_tokens) {
+        route.prefill_phase = true;
+        if (auto p = router.Route(route)) {
+          // The prefill phase first: one token on a prefill worker, then the KV moves.
+          m.predicted_blocks = p->cached_blocks;
+          w = p->worker.worker;
+          prefilled[ev.index] = {p->id, decision->worker.worker, tokens};
+        }
+      }
+      const uint32_t max_tokens = is_prefill(w) ? 1 : tr.output_length;
+      if (!engines[w]->Submit({ev.index, std::move(tokens), max_tokens, "", "", 0, 0})) {
         m.rejected = true;
         router.OnFailed(decision->id);
         send_deltas(ev.t);
@@ -191,9 +224,23 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
     mocker::StepResult& r = pending[w];
     for (const mocker::StepOutput& o : r.outputs) {
       RequestMetrics& m = run.requests[o.request_id];
+      const auto request = static_cast<uint32_t>(o.request_id);
+      if (is_prefill(w)) {
+        // Prefill done (its one token is not the client's): the KV moves to the decode
+        // worker, which does not prefill it.
+        Prefilled& p = prefilled.at(request);
+        m.cached_tokens = o.cached_tokens;  // what a cache saved is counted where it was
+        router_of(request).OnFinished(p.id);
+        router_of(request).OnFirstToken(route_ids[request]);
+        const auto blocks = static_cast<uint32_t>((p.tokens.size() - 1) / bs);
+        queue.push(
+            {ev.t + mocker::TransferMs(options.transfer, blocks, bs, options.engine.timing.speedup),
+             order++, SimEvent::kTransferDone, request});
+        continue;
+      }
       if (o.first) {
         m.first_token_ms = ev.t;
-        m.cached_tokens = o.cached_tokens;
+        if (!prefilled.contains(request)) m.cached_tokens = o.cached_tokens;
         router_of(o.request_id).OnFirstToken(route_ids[o.request_id]);
       } else {
         m.itl_ms.push_back(static_cast<float>(ev.t - last_token[o.request_id]));
@@ -203,6 +250,7 @@ PolicyRun RunOffline(const Trace& trace, routing::Policy policy, const ReplayOpt
       if (o.finished) {
         m.finish_ms = ev.t;
         router_of(o.request_id).OnFinished(route_ids[o.request_id]);
+        prefilled.erase(request);
       }
     }
     if (!r.events.empty()) {

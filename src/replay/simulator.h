@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mocker/engine.h"
+#include "mocker/transfer.h"
 #include "replay/trace.h"
 #include "routing/router.h"
 #include "wire/encode.h"
@@ -15,7 +16,13 @@
 namespace kvgate::replay {
 
 struct ReplayOptions {
-  uint32_t workers = 8;
+  uint32_t workers = 8;  // with prefill workers: the decode workers
+  // Disaggregated serving (docs/design.md §12): prefill workers besides `workers`, the
+  // prefill phase skipped when the decode worker lacks at most `min_prefill_tokens`, and
+  // the KV moved between them at `transfer`'s bandwidth.
+  uint32_t prefill_workers = 0;
+  uint32_t min_prefill_tokens = 512;
+  mocker::TransferConfig transfer;
   mocker::EngineConfig engine;  // per worker: blocks, block size, batching, timing
   uint32_t trace_block_size = 512;
   double speed = 1.0;  // arrival times are divided by this

@@ -110,5 +110,34 @@ TEST(Replay, ReplicasThatShareLoadRouteAsOneGateway) {
   EXPECT_NE(late.requests_per_worker, one.requests_per_worker);  // the delay is modelled
 }
 
+// Disaggregated serving (docs/design.md §12): every request still gets all its tokens; the
+// decode workers do the decoding; the prefill phase and the KV's transfer are in its TTFT.
+TEST(Replay, PrefillAndDecodeWorkersServeEveryTokenAndTheTransferCosts) {
+  SyntheticTraceOptions o;
+  o.requests = 200;
+  o.seed = 3;
+  const Trace trace = GenerateSyntheticTrace(o);
+  ReplayOptions options;
+  options.workers = 4;
+  options.engine.num_blocks = 4096;
+  const PolicyRun whole = RunOffline(trace, routing::Policy::kKv, options);
+  options.workers = 3;
+  options.prefill_workers = 1;
+  options.min_prefill_tokens = 0;  // every request with anything to compute is prefilled
+  const PolicyRun fast = RunOffline(trace, routing::Policy::kKv, options);
+  options.transfer.gbps = 0.5;
+  const PolicyRun slow = RunOffline(trace, routing::Policy::kKv, options);
+  ASSERT_EQ(fast.requests.size(), whole.requests.size());
+  for (size_t i = 0; i < whole.requests.size(); ++i) {
+    EXPECT_EQ(fast.requests[i].output_tokens, whole.requests[i].output_tokens) << i;
+    EXPECT_LT(fast.requests[i].worker, 3u) << i;  // the client's tokens come from decode
+  }
+  const PolicySummary f = Summarize(fast, 4, 16), s = Summarize(slow, 4, 16);
+  EXPECT_EQ(f.requests, 200u);
+  EXPECT_EQ(f.requests_per_worker[3], 0u);
+  // 100x less bandwidth: at ~2 MB of KV per block, whole milliseconds more per request.
+  EXPECT_GT(s.ttft_ms.p50, f.ttft_ms.p50 + 10);
+}
+
 }  // namespace
 }  // namespace kvgate::replay
