@@ -196,6 +196,20 @@ json::object ResponseRewriter::Nvext(bool complete) {
     json::value normalized;
     if (options_.choices > 1) {
       normalized = ExpertsOfEveryChoice(context, &problem);
+    } else if (options_.prompt_experts && !experts_.empty() && context.prompt_tokens &&
+               context.completion_tokens) {
+      // Disaggregated: the decode worker's rows as they are, then the prompt rows it never
+      // computed from the prefill worker.
+      ExpertsContext decode_rows = context;
+      decode_rows.prompt_tokens.reset();
+      decode_rows.completion_tokens.reset();
+      const json::value tail =
+          NormalizeRoutedExperts(experts_.begin()->second, decode_rows, &problem);
+      const uint64_t total = *context.prompt_tokens + *context.completion_tokens;
+      const uint64_t rows = total > context.start + 1 ? total - 1 - context.start : 0;
+      if (problem.empty()) {
+        normalized = StitchRoutedExperts(options_.prompt_experts(), tail, rows, &problem);
+      }
     } else if (experts_.empty()) {
       problem = "the engine returned no routed experts";
     } else {

@@ -37,6 +37,9 @@ struct RewriteOptions {
   std::string worker_id;  // the worker record's id
   // Disaggregated serving: the prefill phase's worker; nullopt when there was none.
   std::optional<std::string> prefill_worker_id;
+  // Set when a prefill phase ran: the prefill worker's routed experts (normalized, from the
+  // same start), read when the response ends, for the prompt rows the decode worker lacks.
+  std::function<boost::json::value()> prompt_experts;
   uint32_t dp_rank = 0;
   uint32_t cached_blocks = 0;
 };

@@ -214,4 +214,45 @@ json::value NormalizeRoutedExperts(const json::value& native, const ExpertsConte
   return nullptr;
 }
 
+json::value StitchRoutedExperts(const json::value& head, const json::value& tail, uint64_t rows,
+                                std::string* problem) {
+  auto shape = [](const json::object& o, size_t i) {
+    return o.at("shape").as_array()[i].to_number<uint64_t>();
+  };
+  if (!tail.is_object()) {
+    *problem = "routed experts: the decode worker returned none";
+    return nullptr;
+  }
+  const json::object& t = tail.as_object();
+  const uint64_t tail_rows = shape(t, 0);
+  if (tail_rows == rows) return tail;  // the decode worker has them all
+  if (!head.is_object()) {
+    *problem = "routed experts: the prompt rows the prefill worker computed are missing";
+    return nullptr;
+  }
+  const json::object& h = head.as_object();
+  const uint64_t needed = rows > tail_rows ? rows - tail_rows : 0;
+  if (tail_rows > rows || shape(h, 0) < needed || h.at("dtype") != t.at("dtype") ||
+      shape(h, 1) != shape(t, 1) || shape(h, 2) != shape(t, 2)) {
+    *problem = fmt::format(
+        "routed experts: the prefill worker's {} rows and the decode worker's {} do not make "
+        "the sequence's {}",
+        shape(h, 0), tail_rows, rows);
+    return nullptr;
+  }
+  const std::optional<std::string> head_bytes = Base64Decode(h.at("data").as_string());
+  const std::optional<std::string> tail_bytes = Base64Decode(t.at("data").as_string());
+  if (!head_bytes || !tail_bytes || shape(h, 0) == 0) {
+    *problem = "routed experts: undecodable data";
+    return nullptr;
+  }
+  const size_t row_bytes = head_bytes->size() / shape(h, 0);
+  std::string bytes = head_bytes->substr(0, needed * row_bytes);
+  bytes += *tail_bytes;
+  json::object out = h;
+  out["data"] = Base64Encode(bytes);
+  out["shape"] = json::array{rows, shape(h, 1), shape(h, 2)};
+  return out;
+}
+
 }  // namespace kvgate::api

@@ -26,4 +26,13 @@ struct ExpertsContext {
 boost::json::value NormalizeRoutedExperts(const boost::json::value& native,
                                           const ExpertsContext& context, std::string* problem);
 
+// Disaggregated serving (docs/design.md §12): the decode worker's rows (`tail`, normalized)
+// lack the prompt rows it never computed; they are taken from the prefill worker's
+// (`head`, normalized, from the same start). `rows` is how many the whole sequence needs.
+// Both must agree in dtype, layers and top_k. Null (and `*problem`) when they cannot make
+// the sequence.
+boost::json::value StitchRoutedExperts(const boost::json::value& head,
+                                       const boost::json::value& tail, uint64_t rows,
+                                       std::string* problem);
+
 }  // namespace kvgate::api

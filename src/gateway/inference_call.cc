@@ -4,6 +4,7 @@
 
 #include "api/error.h"
 #include "api/request_fields.h"
+#include "api/routed_experts.h"
 #include "api/sse.h"
 #include "common/log.h"
 #include "gateway/fidelity.h"
@@ -174,7 +175,10 @@ void InferenceCall::OnPrefilled(const Status& transfer, int code, std::string bo
   boost::system::error_code ec;
   boost::json::value answer = api::ParseJson(body, ec);
   engines::TokenCounts counts;
-  if (!ec && answer.is_object()) engines::ReadTokenCounts(answer.as_object(), &counts);
+  if (!ec && answer.is_object()) {
+    engines::ReadTokenCounts(answer.as_object(), &counts);
+    KeepPromptExperts(answer.as_object(), counts);
+  }
   const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
   const uint64_t bs = services_.model.block_size;
   const uint64_t cacheable = prompt == 0 ? 0 : (prompt - 1) / bs;
@@ -199,31 +203,78 @@ void InferenceCall::StartConcurrentPrefill() {
   }
   services_.metrics.routed.Add({w.config.id});
   decode_fields_ = BootstrapFields(w.endpoint.host, w.config.bootstrap_port);
+  {
+    std::lock_guard lock(prompt_experts_mu_);
+    awaits_prefill_answer_ = plan_.request.extra.routed_experts && plan_.request.n == 1;
+  }
   auto self = shared_from_this();
   services_.client.Fetch(
       w.endpoint,
       PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
-                     WithFields(plan_.EngineBody(w.config.engine), decode_fields_)),
+                     BootstrapPrefillBody(plan_.EngineBody(w.config.engine), decode_fields_)),
       std::make_shared<PrefillSink>(
-          [self](const Status& transfer, int code, std::string) {
-            self->OnConcurrentPrefillDone(transfer, code);
+          [self](const Status& transfer, int code, std::string body) {
+            self->OnConcurrentPrefillDone(transfer, code, std::move(body));
           },
           [self] { return !self->responder_->connected(); }));
 }
 
-void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code) {
+void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code, std::string body) {
+  // The decode worker's end may be waiting for this answer: it goes on after it.
+  struct Resume {
+    InferenceCall* call;
+    std::optional<Status> done;
+    ~Resume() {
+      if (done) call->OnDone(*done);
+    }
+  } resume{this, std::nullopt};
+  auto answered = [&] {
+    std::lock_guard lock(prompt_experts_mu_);
+    awaits_prefill_answer_ = false;
+    resume.done = std::exchange(deferred_done_, std::nullopt);
+  };
   if (transfer.ok() && code == 200) {
+    boost::system::error_code ec;
+    boost::json::value answer = api::ParseJson(body, ec);
+    if (!ec && answer.is_object()) {
+      engines::TokenCounts counts;
+      engines::ReadTokenCounts(answer.as_object(), &counts);
+      KeepPromptExperts(answer.as_object(), counts);
+    }
+    answered();
     services_.router.OnFinished(prefill_->id);
     services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
     return;
   }
-  if (!responder_->connected()) return services_.router.OnFailed(prefill_->id);
+  if (!responder_->connected()) {
+    answered();
+    return services_.router.OnFailed(prefill_->id);
+  }
   PrefillFailed(transfer.ok() ? fmt::format("status {}", code) : transfer.message(),
                 !transfer.ok() || code >= 500);
   // The decode worker waits for a room that will never be ready: stop it, and OnDone sends
   // the request again.
   concurrent_prefill_failed_ = true;
+  answered();
   CancelUpstream();
+}
+
+void InferenceCall::KeepPromptExperts(boost::json::object& answer,
+                                      const engines::TokenCounts& counts) {
+  if (!plan_.request.extra.routed_experts || plan_.request.n != 1) return;
+  std::vector<engines::ChoiceExperts> found;
+  uint64_t start = plan_.request.routed_experts_start;
+  if (!engines::TakeRoutedExperts(answer, found, &start) || found.empty()) return;
+  api::ExpertsContext context;
+  context.layers = services_.model.experts_layers;
+  context.top_k = services_.model.experts_top_k;
+  context.prompt_tokens = counts.prompt;
+  context.completion_tokens = counts.completion;
+  context.start = start;
+  std::string problem;
+  boost::json::value rows = api::NormalizeRoutedExperts(found.front().native, context, &problem);
+  std::lock_guard lock(prompt_experts_mu_);
+  prompt_experts_ = std::move(rows);
 }
 
 void InferenceCall::PrefillFailed(std::string_view why, bool worker_at_fault) {
@@ -308,6 +359,13 @@ api::ResponseRewriter InferenceCall::MakeRewriter() const {
   if (prefill_) {
     o.prefill_worker_id = services_.workers.worker(prefill_->worker.worker).config.id;
     o.cached_blocks = prefill_->cached_blocks;  // where the prompt was computed
+    if (o.extra.routed_experts && o.choices == 1) {
+      // (The rewriter lives inside this call: `this` outlives it.)
+      o.prompt_experts = [this] {
+        std::lock_guard lock(prompt_experts_mu_);
+        return prompt_experts_;
+      };
+    }
   }
   return api::ResponseRewriter(o);
 }
@@ -370,8 +428,11 @@ void InferenceCall::OnBody(std::string_view data) {
 }
 
 bool InferenceCall::Retry() {
-  if (!failed_.empty() || !responder_->connected()) return false;  // once per request
-  failed_.push_back(decision_.worker);
+  if (retried_ || !responder_->connected()) return false;  // once per request
+  retried_ = true;
+  // A disaggregated attempt may have failed for its KV's sake (e.g. the prefill worker died
+  // before the decode worker fetched it): its decode worker may still serve it whole.
+  if (pd_path_ != PdPath::kDisaggregated) failed_.push_back(decision_.worker);
   routing::RouteRequest again = RouteRequestOf(plan_);
   again.exclude = failed_;
   auto next = services_.router.Route(again);
@@ -386,6 +447,13 @@ bool InferenceCall::Retry() {
 }
 
 void InferenceCall::OnDone(const Status& status) {
+  {
+    std::lock_guard lock(prompt_experts_mu_);
+    if (awaits_prefill_answer_) {
+      deferred_done_ = status;  // OnConcurrentPrefillDone takes it from here
+      return;
+    }
+  }
   if (concurrent_prefill_failed_.exchange(false) && !first_byte_ && !streaming_ &&
       responder_->connected()) {
     // SGLang: its prefill worker failed while this decode worker waited for the KV. Once

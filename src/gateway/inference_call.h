@@ -73,7 +73,9 @@ class InferenceCall : public http::ResponseSink,
   void StartPrefill();  // vLLM: the prefill phase, then Send()
   void OnPrefilled(const Status& transfer, int code, std::string body);
   void StartConcurrentPrefill();  // SGLang: the prefill request beside the decode one
-  void OnConcurrentPrefillDone(const Status& transfer, int code);
+  void OnConcurrentPrefillDone(const Status& transfer, int code, std::string body);
+  // Keeps the prefill worker's routed experts (its answer's), when the client asked.
+  void KeepPromptExperts(boost::json::object& answer, const engines::TokenCounts& counts);
   // Where the phase went wrong, counted against the prefill worker; `why` for the log.
   void PrefillFailed(std::string_view why, bool worker_at_fault);
   void Send();
@@ -94,6 +96,7 @@ class InferenceCall : public http::ResponseSink,
   routing::RouteDecision decision_;
   std::shared_ptr<http::Responder> responder_;
   std::vector<kv::WorkerKey> failed_;
+  bool retried_ = false;
   bool finished_ = false;
   // Disaggregation.
   enum class PdPath : uint8_t { kNone, kDisaggregated, kPrefillSkipped, kFallback };
@@ -102,6 +105,12 @@ class InferenceCall : public http::ResponseSink,
   std::vector<kv::WorkerKey> prefill_failed_;
   boost::json::object decode_fields_;  // added to the body the decode worker gets
   std::atomic<bool> concurrent_prefill_failed_{false};
+  mutable std::mutex prompt_experts_mu_;  // guards the three below
+  boost::json::value prompt_experts_;     // set by the prefill answer, read at the end
+  // SGLang, routed experts asked: the decode worker's end waits for the prefill worker's
+  // answer (it holds the prompt rows), which runs on another thread.
+  bool awaits_prefill_answer_ = false;
+  std::optional<Status> deferred_done_;
   std::chrono::steady_clock::time_point phase_start_;
   std::mutex cancel_mu_;  // the canceller is set on a client thread, used on a server one
   std::function<void()> cancel_upstream_;

@@ -42,6 +42,14 @@ std::string WithFields(std::string_view body, const json::object& fields) {
   return json::serialize(o);
 }
 
+std::string BootstrapPrefillBody(std::string_view engine_body, const json::object& fields) {
+  json::object o = ParseObject(engine_body);
+  for (const auto& [key, value] : fields) o[key] = value;
+  o["stream"] = false;
+  o.erase("stream_options");
+  return json::serialize(o);
+}
+
 json::object BootstrapFields(const std::string& prefill_host, uint16_t bootstrap_port) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return {{"bootstrap_host", prefill_host},

@@ -23,6 +23,9 @@ std::optional<boost::json::object> TransferParamsOf(std::string_view answer);
 std::string WithFields(std::string_view body, const boost::json::object& fields);
 // SGLang: where the two workers meet (the prefill worker's bootstrap server and a room).
 boost::json::object BootstrapFields(const std::string& prefill_host, uint16_t bootstrap_port);
+// SGLang: the prefill worker's body, with the meeting fields and answered whole (the
+// gateway reads it for the prompt's routed experts).
+std::string BootstrapPrefillBody(std::string_view engine_body, const boost::json::object& fields);
 
 // Reads a prefill worker's whole answer and hands it over once it ended.
 class PrefillSink : public http::ResponseSink {

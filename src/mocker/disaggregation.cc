@@ -149,9 +149,15 @@ void RoomWaiter::Run() {
     if (answer.wait_for(std::chrono::seconds(3)) == std::future_status::ready) {
       const http::WholeResponse r = answer.get();
       ready = r.status.ok() && r.code == 200;
+      w.unreachable = r.status.ok() ? 0 : w.unreachable + 1;
     }
+    constexpr uint32_t kGone = 5;
     if (ready) {
       w.done(Status::Ok());
+    } else if (w.unreachable >= kGone) {
+      w.done(Status(
+          StatusCode::kUnavailable,
+          fmt::format("the bootstrap server {} of room {} is gone", w.prefill.key(), w.room)));
     } else if (std::chrono::steady_clock::now() > w.deadline) {
       w.done(Status(
           StatusCode::kDeadlineExceeded,

@@ -71,7 +71,7 @@ class RoomWaiter {
   RoomWaiter();
   ~RoomWaiter();
   // Calls `done` (on the waiter's thread) once the room is ready, or with an error after
-  // `timeout`.
+  // `timeout`, or at once when the prefill worker's bootstrap server is gone.
   void Wait(const http::Endpoint& prefill, int64_t room, std::chrono::milliseconds timeout,
             Done done);
 
@@ -81,6 +81,7 @@ class RoomWaiter {
     int64_t room;
     std::chrono::steady_clock::time_point deadline;
     Done done;
+    uint32_t unreachable = 0;  // consecutive asks that found no server
   };
   void Run();
 

@@ -510,27 +510,33 @@ struct MockerServer::Impl {
   // The engine's native routed-experts fields of one choice, added to `choice` (vLLM) or
   // `top` (SGLang: the response's sglext; with several choices, each choice's own).
   // As the real engines' OpenAI responses, they do not echo the start that was asked for.
+  // The first row of routed experts this worker has: prompt tokens whose KV came from a
+  // prefill worker were never routed here (their rows are the prefill worker's).
+  uint32_t ExpertsFrom(const Pending& p) const {
+    return std::max(p.experts_start, p.transfer.imported_blocks * options.engine.block_size);
+  }
+
   void AddExperts(const Pending& p, const Choice& c, json::object* choice,
                   json::object* top) const {
     if (!p.want_experts || !options.moe.enabled()) return;
     const std::vector<uint32_t> all = AllTokens(p, c);
+    const uint32_t from = ExpertsFrom(p);
     switch (engines::TraitsOf(options.kind).experts_form) {
       case engines::ExpertsForm::kInt32Base64: {
         json::object* holder = p.choices.size() > 1 ? choice : top;
         if (holder == nullptr) break;
-        (*holder)["sglext"] = json::object{
-            {"routed_experts", Base64Encode(ExpertsInt32(all, p.experts_start, options.moe))}};
+        (*holder)["sglext"] =
+            json::object{{"routed_experts", Base64Encode(ExpertsInt32(all, from, options.moe))}};
         break;
       }
       case engines::ExpertsForm::kNpyBase64:
         if (choice) {
-          (*choice)["routed_experts"] = Base64Encode(ExpertsNpy(all, p.experts_start, options.moe));
+          (*choice)["routed_experts"] = Base64Encode(ExpertsNpy(all, from, options.moe));
         }
         break;
       case engines::ExpertsForm::kJsonLists:
         if (choice) {
-          (*choice)["routed_experts"] =
-              json::parse(ExpertsJsonLists(all, p.experts_start, options.moe));
+          (*choice)["routed_experts"] = json::parse(ExpertsJsonLists(all, from, options.moe));
         }
         break;
       case engines::ExpertsForm::kNone:
@@ -550,8 +556,8 @@ struct MockerServer::Impl {
                   : json::value(nullptr)}};
     if (finished && p.want_experts && options.moe.enabled()) {
       meta["routed_experts"] =
-          Base64Encode(ExpertsInt32(AllTokens(p, c), p.experts_start, options.moe));
-      meta["routed_experts_start_len"] = p.experts_start;
+          Base64Encode(ExpertsInt32(AllTokens(p, c), ExpertsFrom(p), options.moe));
+      meta["routed_experts_start_len"] = ExpertsFrom(p);
     }
     return meta;
   }

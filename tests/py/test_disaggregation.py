@@ -90,18 +90,38 @@ class DisaggregationTest(unittest.TestCase):
                         self.assertEqual(n["prefill_worker_id"], f.gw.worker_id(f.prefill[0]))
                     self.assertEqual(f.gw.metric("kvgate_pd_requests_total", path="disaggregated"), 4)
 
-                    # Routed experts: rows for the whole sequence, value by value.
-                    prompt = list(range(200, 200 + 900))
-                    _, gen = f.whole.post("/generate", {"input_ids": prompt,
-                                                        "sampling_params": {"max_new_tokens": 5}})
-                    status, r = f.gw.post("/v1/completions", {
-                        "prompt": prompt, "max_tokens": 5,
-                        "nvext": {"extra_fields": ASKS + ["routed_experts"]}})
-                    self.assertEqual(status, 200, r)
-                    self.assertEqual(r["nvext"]["prefill_worker_id"], f.gw.worker_id(f.prefill[0]))
-                    np.testing.assert_array_equal(
-                        decode(r["nvext"]["routed_experts"]),
-                        formula_experts(prompt + gen["output_ids"], 0, LAYERS, TOPK, EXPERTS))
+                    # Routed experts: rows for the whole sequence, value by value. The decode
+                    # worker has none for the prompt it received: they come from the prefill
+                    # worker's answer, stitched in front.
+                    for i, (stream, start) in enumerate([(False, 0), (False, 7), (True, 0),
+                                                         (True, 7)]):
+                        if True:  # a fresh prompt each time: a held one skips the prefill phase
+                            prompt = list(range(200 + 1000 * i, 200 + 1000 * i + 900))
+                            _, gen = f.whole.post("/generate", {
+                                "input_ids": prompt, "sampling_params": {"max_new_tokens": 5}})
+                            body = {"prompt": prompt, "max_tokens": 5, "stream": stream,
+                                    "nvext": {"extra_fields": ASKS + ["routed_experts"],
+                                              "routed_experts_start": start}}
+                            if stream:
+                                chunks = f.gw.sse("/v1/completions", body)
+                                n = next(c["nvext"] for c in reversed(chunks) if "nvext" in c)
+                            else:
+                                status, r = f.gw.post("/v1/completions", body)
+                                self.assertEqual(status, 200, r)
+                                n = r["nvext"]
+                            self.assertEqual(n["prefill_worker_id"], f.gw.worker_id(f.prefill[0]))
+                            np.testing.assert_array_equal(
+                                decode(n["routed_experts"]),
+                                formula_experts(prompt + gen["output_ids"], start, LAYERS, TOPK,
+                                                EXPERTS))
+                    self.assertEqual(f.gw.metric("kvgate_routed_experts_invalid_total"), 0)
+                    # The decode worker alone returns only the rows it computed.
+                    _, alone = f.decode.post("/v1/completions", {
+                        "prompt": prompt, "max_tokens": 5, "return_routed_experts": True,
+                        "kv_transfer_params": {"do_remote_prefill": True,
+                                               "remote_block_ids": list(range(56))}})
+                    if engine == "vllm":
+                        self.assertIn("routed_experts", alone["choices"][0])
                 finally:
                     f.close()
 
