@@ -122,5 +122,41 @@ TEST(RoutedExperts, NormalizedObjectPassesAndOtherTypesAreNull) {
   }
 }
 
+// Rows [first, first + n) of a [rows, 2, 1] int32 array whose row r holds r and r + 1000.
+json::value Rows(uint32_t first, uint32_t n, uint64_t start) {
+  std::string bytes;
+  for (uint32_t r = first; r < first + n; ++r) {
+    for (int32_t v : {static_cast<int32_t>(r), static_cast<int32_t>(r + 1000)}) {
+      bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+    }
+  }
+  return json::object{{"data", Base64Encode(bytes)},
+                      {"dtype", "int32"},
+                      {"shape", json::array{n, 2, 1}},
+                      {"start", start}};
+}
+
+TEST(RoutedExperts, StitchingPutsThePrefillRowsTheDecodeWorkerLacksInFront) {
+  std::string problem;
+  // The sequence needs 10 rows from start 0; the decode worker has the last 4; the prefill
+  // worker rows 0-7 (its prompt, of which 6 are needed).
+  json::value whole = api::StitchRoutedExperts(Rows(0, 8, 0), Rows(6, 4, 0), 10, &problem);
+  EXPECT_EQ(problem, "");
+  EXPECT_EQ(whole, Rows(0, 10, 0));
+  // A decode worker that has them all needs nothing.
+  EXPECT_EQ(api::StitchRoutedExperts(nullptr, Rows(0, 10, 0), 10, &problem), Rows(0, 10, 0));
+  // Too few rows, another shape, or nothing from the prefill worker: null, and why.
+  for (const json::value& head : {json::value(nullptr), Rows(0, 3, 0)}) {
+    problem.clear();
+    EXPECT_TRUE(api::StitchRoutedExperts(head, Rows(6, 4, 0), 10, &problem).is_null());
+    EXPECT_NE(problem, "");
+  }
+  json::value other = Rows(0, 8, 0);
+  other.as_object()["dtype"] = "int16";
+  problem.clear();
+  EXPECT_TRUE(api::StitchRoutedExperts(other, Rows(6, 4, 0), 10, &problem).is_null());
+  EXPECT_NE(problem, "");
+}
+
 }  // namespace
 }  // namespace kvgate
