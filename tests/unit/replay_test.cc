@@ -66,14 +66,24 @@ TEST(Replay, MalformedLinesNameTheirLineNumber) {
   EXPECT_NE(s.message().find("input_length"), std::string::npos) << s.message();
 }
 
-TEST(Replay, KvBeatsRoundRobinOnSharedPrefixes) {
+Trace Synthetic(size_t requests, uint64_t seed) {
   SyntheticTraceOptions o;
-  o.requests = 300;
-  o.seed = 4;
-  const Trace trace = GenerateSyntheticTrace(o);
+  o.requests = requests;
+  o.seed = seed;
+  return GenerateSyntheticTrace(o);
+}
+
+// Four workers of 4,096 blocks: small enough that the synthetic traces fill them.
+ReplayOptions FourWorkers() {
   ReplayOptions options;
   options.workers = 4;
   options.engine.num_blocks = 4096;
+  return options;
+}
+
+TEST(Replay, KvBeatsRoundRobinOnSharedPrefixes) {
+  const Trace trace = Synthetic(300, 4);
+  const ReplayOptions options = FourWorkers();
   const PolicySummary kv =
       Summarize(RunOffline(trace, routing::Policy::kKv, options), 4, options.engine.block_size);
   const PolicySummary rr = Summarize(RunOffline(trace, routing::Policy::kRoundRobin, options), 4,
@@ -86,13 +96,8 @@ TEST(Replay, KvBeatsRoundRobinOnSharedPrefixes) {
 // Replicas (docs/design.md §11): with load shared at once, four routers place requests as
 // one does; without, each sees a quarter of the load and places them otherwise.
 TEST(Replay, ReplicasThatShareLoadRouteAsOneGateway) {
-  SyntheticTraceOptions o;
-  o.requests = 400;
-  o.seed = 7;
-  const Trace trace = GenerateSyntheticTrace(o);
-  ReplayOptions options;
-  options.workers = 4;
-  options.engine.num_blocks = 4096;
+  const Trace trace = Synthetic(400, 7);
+  ReplayOptions options = FourWorkers();
   options.speed = 6;  // busy enough that load, not only cache, decides
   auto run = [&](uint32_t replicas, bool sync, double delay_ms = 0) {
     options.replicas = replicas;
@@ -113,13 +118,8 @@ TEST(Replay, ReplicasThatShareLoadRouteAsOneGateway) {
 // Disaggregated serving (docs/design.md §12): every request still gets all its tokens; the
 // decode workers do the decoding; the prefill phase and the KV's transfer are in its TTFT.
 TEST(Replay, PrefillAndDecodeWorkersServeEveryTokenAndTheTransferCosts) {
-  SyntheticTraceOptions o;
-  o.requests = 200;
-  o.seed = 3;
-  const Trace trace = GenerateSyntheticTrace(o);
-  ReplayOptions options;
-  options.workers = 4;
-  options.engine.num_blocks = 4096;
+  const Trace trace = Synthetic(200, 3);
+  ReplayOptions options = FourWorkers();
   const PolicyRun whole = RunOffline(trace, routing::Policy::kKv, options);
   options.workers = 3;
   options.prefill_workers = 1;
