@@ -9,6 +9,7 @@
 
 namespace {
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they report better
 // A crash leaves its stack in the log (addresses resolve with `addr2line -e kvgate`), then
 // ends the process as the signal would have.
 void ReportCrash(int sig) {
@@ -21,12 +22,17 @@ void ReportCrash(int sig) {
   std::raise(sig);
 }
 
+void ReportCrashes() {
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, ReportCrash);
+}
+#else
+void ReportCrashes() {}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they report better
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(sig, ReportCrash);
-#endif
+  ReportCrashes();
   CLI::App app{"kvgate: KV-cache-aware gateway for LLM inference fleets (vLLM, SGLang)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
