@@ -63,6 +63,10 @@ std::string ErrorBody(int http_status, std::string_view message) {
   return Body(http_status, message, e.type);
 }
 
+std::string ErrorBody(int http_status, std::string_view message, std::string_view type) {
+  return Body(http_status, message, type);
+}
+
 http::ErrorResponse OpenAiErrorResponse(int http_status, std::string_view message) {
   return {"application/json", ErrorBody(http_status, message)};
 }

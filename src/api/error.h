@@ -23,6 +23,8 @@ std::string_view ErrorType(StatusCode code);
 std::string ErrorBody(const Status& status);
 // For errors known only by their HTTP status (the HTTP server's own: 400, 413, 500).
 std::string ErrorBody(int http_status, std::string_view message);
+// With a type of its own (e.g. a tenant over its limit: "rate_limit_exceeded").
+std::string ErrorBody(int http_status, std::string_view message, std::string_view type);
 // The same as an http::ErrorFormatter: servers speaking OpenAI's API answer their own
 // errors in its shape.
 http::ErrorResponse OpenAiErrorResponse(int http_status, std::string_view message);

@@ -154,6 +154,25 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
         [&](const YAML::Node& n) {
           ReadSection(n, "pd", {{"min_prefill_tokens", Into(c.pd.min_prefill_tokens)}});
         }},
+       {"tenants",
+        [&](const YAML::Node& n) {
+          if (!n.IsSequence()) throw std::runtime_error("'tenants' must be a list");
+          for (const YAML::Node& t : n) {
+            TenantConfig tc;
+            ReadSection(t, "tenants[]",
+                        {{"name", Into(tc.name)},
+                         {"api_keys", Into(tc.api_keys)},
+                         {"api_keys_file", Into(tc.api_keys_file)},
+                         {"priority", Into(tc.priority)},
+                         {"limits", [&tc](const YAML::Node& l) {
+                            ReadSection(l, "tenants[].limits",
+                                        {{"requests_per_min", Into(tc.limits.requests_per_min)},
+                                         {"tokens_per_min", Into(tc.limits.tokens_per_min)},
+                                         {"max_concurrent", Into(tc.limits.max_concurrent)}});
+                          }}});
+            c.tenants.push_back(std::move(tc));
+          }
+        }},
        {"api_keys", Into(c.api_keys)},
        {"api_keys_file", Into(c.api_keys_file)},
        {"admin_api_keys", Into(c.admin_api_keys)},
@@ -164,6 +183,23 @@ std::optional<uint32_t> JsonCount(const boost::json::object& o, std::string_view
   const boost::json::value* v = o.if_contains(key);
   if (v == nullptr || !v->is_int64() || v->as_int64() <= 0) return std::nullopt;
   return static_cast<uint32_t>(v->as_int64());
+}
+
+// Appends the keys of `path` (one per line; blank and # lines skipped) to `keys`. A file
+// meant to hold keys that holds none must not turn authentication off: an error.
+Status ReadKeysFile(const std::string& path, std::vector<std::string>* keys) {
+  if (path.empty()) return Status::Ok();
+  std::ifstream in(path);
+  if (!in) return Status::Error(fmt::format("cannot read {}", path));
+  const size_t before = keys->size();
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty() && line[0] != '#') keys->push_back(line);
+  }
+  if (keys->size() == before) {
+    return Status::Error(fmt::format("{} holds no API key (only blank or # lines)", path));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -178,18 +214,27 @@ Status LoadConfigFile(const std::string& path, GatewayConfig* config) {
 }
 
 Status FinishConfig(GatewayConfig* c) {
-  if (!c->api_keys_file.empty()) {
-    std::ifstream in(c->api_keys_file);
-    if (!in) return Status::Error(fmt::format("cannot read {}", c->api_keys_file));
-    const size_t before = c->api_keys.size();
-    for (std::string line; std::getline(in, line);) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-      if (!line.empty() && line[0] != '#') c->api_keys.push_back(line);
+  if (Status s = ReadKeysFile(c->api_keys_file, &c->api_keys); !s.ok()) return s;
+  std::set<std::string> names, keys;
+  for (TenantConfig& t : c->tenants) {
+    if (Status s = ReadKeysFile(t.api_keys_file, &t.api_keys); !s.ok()) return s;
+    if (t.name.empty() || t.name == kDefaultTenant || !names.insert(t.name).second) {
+      return Status::Error(fmt::format("every tenant needs a name of its own (not '{}'): '{}'",
+                                       kDefaultTenant, t.name));
     }
-    // A file meant to hold keys that holds none must not turn authentication off.
-    if (c->api_keys.size() == before) {
-      return Status::Error(
-          fmt::format("{} holds no API key (only blank or # lines)", c->api_keys_file));
+    if (t.api_keys.empty()) return Status::Error(fmt::format("tenant '{}' has no API key", t.name));
+  }
+  if (!c->api_keys.empty()) {  // the plain keys: one tenant without limits
+    TenantConfig plain;
+    plain.name = kDefaultTenant;
+    plain.api_keys = c->api_keys;
+    c->tenants.insert(c->tenants.begin(), std::move(plain));
+  }
+  for (const TenantConfig& t : c->tenants) {
+    for (const std::string& key : t.api_keys) {
+      if (!keys.insert(key).second) {
+        return Status::Error(fmt::format("an API key of tenant '{}' is another's too", t.name));
+      }
     }
   }
   if (!c->model_dir.empty() && (c->moe_layers == 0 || c->moe_top_k == 0)) {

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "discovery/worker_record.h"
 #include "engines/engines.h"
+#include "gateway/tenants.h"
 #include "routing/router.h"
 
 namespace kvgate::gateway {
@@ -90,6 +91,9 @@ struct GatewayConfig {
   LimitsConfig limits;
   std::vector<std::string> api_keys;
   std::string api_keys_file;  // one key per line
+  // Tenants with keys, priorities and limits (docs/design.md §13); FinishConfig puts the
+  // plain api_keys first, as the tenant "default" without limits.
+  std::vector<TenantConfig> tenants;
   // Keys for /admin/*. With API keys but no admin keys, the admin API is closed.
   std::vector<std::string> admin_api_keys;
   // Access-Control-Allow-Origin for browsers ("*" as vLLM and SGLang; "" turns CORS off).

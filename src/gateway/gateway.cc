@@ -100,6 +100,7 @@ struct Gateway::Impl {
   std::unique_ptr<CanaryRunner> canaries;
   GatewayMetrics metrics;
   std::unique_ptr<WorkQueue> prompt_workers;
+  std::unique_ptr<Tenants> tenants;
   std::unique_ptr<CallServices> calls;
   std::vector<Route> routes;
   std::unique_ptr<http::Server> server;
@@ -242,8 +243,8 @@ struct Gateway::Impl {
          }},
         {"/metrics", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
-           const MetricsSources sources{calls->in_flight, *workers,  *router,    *subscriber,
-                                        *index,           *fidelity, sync.get(), etcd.get()};
+           const MetricsSources sources{calls->in_flight, *workers, *router,    *subscriber, *index,
+                                        *fidelity,        *tenants, sync.get(), etcd.get()};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
         {"/admin/workers", "GET", Access::kAdmin,
@@ -265,7 +266,7 @@ struct Gateway::Impl {
       case Access::kOpen:
         return std::nullopt;
       case Access::kApiKey:
-        return HasApiKey(config.api_keys, req) ? std::nullopt : std::optional(no_key);
+        return tenants->Find(req.Header("authorization")) ? std::nullopt : std::optional(no_key);
       case Access::kAdmin:
       case Access::kAdminChange:
         if (!config.admin_api_keys.empty()) {
@@ -273,7 +274,7 @@ struct Gateway::Impl {
         }
         // Without admin keys the admin API is open only on a gateway without any key, and
         // what changes the gateway only to clients on this machine.
-        if (!config.api_keys.empty()) return no_key;
+        if (tenants->keyed()) return no_key;
         if (route.access == Access::kAdminChange && !req.from_loopback) {
           return Status(StatusCode::kPermissionDenied,
                         "admin changes need an admin key (admin_api_keys) from another machine");
@@ -490,8 +491,9 @@ Status Gateway::Start() {
   // Every worker joins now: each gets its canary once it is up.
   for (uint32_t id = 0; id < g.workers->size(); ++id) g.canaries->Queue(id, /*wait_until_up=*/true);
   g.prompt_workers = std::make_unique<WorkQueue>(std::max(1, c.threads));
+  g.tenants = std::make_unique<Tenants>(c.tenants);
   g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
-                                 c.limits, c.pd, *g.prompt_workers});
+                                 c.limits, c.pd, *g.tenants, *g.prompt_workers});
   g.BuildRoutes();
   if (Status s = g.StartFleet(); !s.ok()) return s;
 

@@ -4,6 +4,7 @@
 #include "discovery/etcd_discovery.h"
 #include "events/subscriber.h"
 #include "gateway/fidelity.h"
+#include "gateway/tenants.h"
 #include "gateway/worker_pool.h"
 #include "kv/prefix_index.h"
 #include "routing/router.h"
@@ -139,6 +140,28 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
        {&fidelity_requests, &fidelity_mismatch, &fidelity_cached, &canary}) {
     f->Render(out);
   }
+
+  // Tenants (docs/design.md §13), labelled by their configured names only.
+  CounterFamily admitted{
+      "kvgate_tenant_admitted_total", "Requests admitted, by tenant.", {"tenant"}};
+  CounterFamily rejected{"kvgate_tenant_rejected_total",
+                         "Requests turned away with 429, by tenant and the limit they hit.",
+                         {"tenant", "reason"}};
+  CounterFamily tenant_in_flight{
+      "kvgate_tenant_in_flight", "Requests of the tenant in flight.", {"tenant"}, true};
+  for (uint32_t t = 0; t < s.tenants.size(); ++t) {
+    const std::string& name = s.tenants.config(t).name;
+    const Tenants::Counters c = s.tenants.counters(t);
+    admitted.Add({name}, static_cast<double>(c.admitted));
+    for (size_t r = 0; r < std::size(c.rejected); ++r) {
+      rejected.Add({name, std::string(RejectionName(static_cast<Rejection>(r)))},
+                   static_cast<double>(c.rejected[r]));
+    }
+    tenant_in_flight.Set({name}, c.in_flight);
+  }
+  admitted.Render(out);
+  rejected.Render(out);
+  tenant_in_flight.Render(out);
 
   // Fleet mode (docs/design.md §11).
   CounterFamily discovered{"kvgate_discovery_workers",

@@ -27,6 +27,7 @@ class Router;
 namespace kvgate::gateway {
 
 class Fidelity;
+class Tenants;
 class WorkerPool;
 using metrics::CounterFamily;
 using metrics::HistogramFamily;
@@ -83,6 +84,7 @@ struct MetricsSources {
   const events::Subscriber& subscriber;
   const kv::PrefixIndex& index;
   const Fidelity& fidelity;
+  const Tenants& tenants;
   const cluster::LoadSync* sync;         // null without NATS
   const discovery::EtcdDiscovery* etcd;  // null without etcd
 };

@@ -46,6 +46,17 @@ static void Reject(CallServices& s, const std::string& route, http::Responder& r
   responder.Send(code, "application/json", api::ErrorBody(status), std::move(headers));
 }
 
+// A tenant over one of its limits: 429 in OpenAI's shape, saying when there is room.
+static void RejectTenant(CallServices& s, const std::string& route, http::Responder& responder,
+                         uint32_t tenant, const Tenants::Refusal& refusal) {
+  s.metrics.requests.Add({route, "429"});
+  const std::string message =
+      fmt::format("tenant '{}' is over its {} limit; retry in {} s", s.tenants.config(tenant).name,
+                  RejectionName(refusal.why), refusal.retry_after_s);
+  responder.Send(429, "application/json", api::ErrorBody(429, message, "rate_limit_exceeded"),
+                 {{"Retry-After", std::to_string(refusal.retry_after_s)}});
+}
+
 void InferenceCall::Start(CallServices& s, api::Api api, http::Request req,
                           std::shared_ptr<http::Responder> responder) {
   const auto received = std::chrono::steady_clock::now();
@@ -55,26 +66,42 @@ void InferenceCall::Start(CallServices& s, api::Api api, http::Request req,
                   {StatusCode::kResourceExhausted,
                    fmt::format("more than {} requests in flight", s.limits.max_in_flight)});
   }
-  if (req.body.size() < s.limits.offload_prompt_bytes) {
-    return Plan(s, api, req, received, std::move(responder));
+  // (The route's key check found the tenant already.)
+  const uint32_t tenant = s.tenants.Find(req.Header("authorization")).value_or(0);
+  if (auto refusal = s.tenants.Begin(tenant)) {
+    --s.in_flight;
+    return RejectTenant(s, req.path, *responder, tenant, *refusal);
   }
-  s.prompt_workers.Post([&s, api, req = std::move(req), received, responder] {
-    Plan(s, api, req, received, responder);
+  if (req.body.size() < s.limits.offload_prompt_bytes) {
+    return Plan(s, api, req, received, tenant, std::move(responder));
+  }
+  s.prompt_workers.Post([&s, api, req = std::move(req), received, tenant, responder] {
+    Plan(s, api, req, received, tenant, responder);
   });
 }
 
 void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req,
-                         std::chrono::steady_clock::time_point received,
+                         std::chrono::steady_clock::time_point received, uint32_t tenant,
                          std::shared_ptr<http::Responder> responder) {
   CallPlan plan;
   plan.received = received;
   if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
     --s.in_flight;
+    s.tenants.End(tenant, 0, 0);
     return Reject(s, req.path, *responder, st);
+  }
+  // Its tokens: the prompt and all it may generate, settled when it ends.
+  const uint64_t tokens =
+      plan.request.prompt.size() +
+      uint64_t{plan.request.max_tokens.value_or(kDefaultMaxTokens)} * plan.request.n;
+  if (auto refusal = s.tenants.Charge(tenant, tokens)) {
+    --s.in_flight;
+    return RejectTenant(s, req.path, *responder, tenant, *refusal);
   }
   std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan));
   if (!decision) {
     --s.in_flight;
+    s.tenants.End(tenant, tokens, 0);
     return Reject(s, req.path, *responder,
                   {StatusCode::kUnavailable, "no healthy worker is available"});
   }
@@ -86,7 +113,8 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
           plan.request.prompt_fallback, plan.request.prompt_error);
     }
   }
-  auto call = std::make_shared<InferenceCall>(s, std::move(plan), *decision, responder);
+  auto call =
+      std::make_shared<InferenceCall>(s, std::move(plan), *decision, responder, tenant, tokens);
   responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {
     if (auto self = weak.lock()) self->CancelUpstream();
   });
@@ -308,16 +336,20 @@ void InferenceCall::CancelUpstream() {
 }
 
 InferenceCall::InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,
-                             std::shared_ptr<http::Responder> responder)
+                             std::shared_ptr<http::Responder> responder, uint32_t tenant,
+                             uint64_t charged)
     : services_(services),
       plan_(std::move(plan)),
       decision_(decision),
-      responder_(std::move(responder)) {}
+      responder_(std::move(responder)),
+      tenant_(tenant),
+      charged_(charged) {}
 
 InferenceCall::~InferenceCall() {
   // Abandoned without OnDone (the gateway shut down): still balance the books.
   if (!finished_) {
     services_.router.OnFailed(decision_.id);
+    services_.tenants.End(tenant_, charged_, charged_);
     --services_.in_flight;
   }
 }
@@ -538,6 +570,11 @@ void InferenceCall::OnDone(const Status& status) {
 
 void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCounts& reported) {
   finished_ = true;
+  // What it really used, where the engine said so; else what it was charged.
+  const uint64_t used = reported.prompt && reported.completion
+                            ? *reported.prompt + *reported.completion
+                            : (succeeded ? charged_ : 0);
+  services_.tenants.End(tenant_, charged_, used);
   if (succeeded) {
     // The engine serves at most prompt - 1 tokens from its cache, in whole blocks.
     // (A partial prompt is no measure of the gateway's view: it is not compared.)

@@ -17,6 +17,7 @@
 #include "common/work_queue.h"
 #include "gateway/call_plan.h"
 #include "gateway/config.h"
+#include "gateway/tenants.h"
 #include "http/client.h"
 #include "http/server.h"
 #include "routing/router.h"
@@ -37,6 +38,7 @@ struct CallServices {
   Fidelity& fidelity;
   const LimitsConfig& limits;
   const PdConfig& pd;
+  Tenants& tenants;
   WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
   std::atomic<int64_t> in_flight{0};
 };
@@ -49,8 +51,9 @@ class InferenceCall : public http::ResponseSink,
   static void Start(CallServices& services, api::Api api, http::Request req,
                     std::shared_ptr<http::Responder> responder);
 
+  // `tenant` was charged `charged` tokens for it (settled when it ends).
   InferenceCall(CallServices& services, CallPlan plan, routing::RouteDecision decision,
-                std::shared_ptr<http::Responder> responder);
+                std::shared_ptr<http::Responder> responder, uint32_t tenant, uint64_t charged);
   ~InferenceCall() override;
 
   void OnHeaders(int status, std::string_view content_type) override;
@@ -63,7 +66,7 @@ class InferenceCall : public http::ResponseSink,
  private:
   // After admission: read and hash the request, route it, send it.
   static void Plan(CallServices& services, api::Api api, const http::Request& req,
-                   std::chrono::steady_clock::time_point received,
+                   std::chrono::steady_clock::time_point received, uint32_t tenant,
                    std::shared_ptr<http::Responder> responder);
   // Routed (the worker that answers the client is chosen): runs a prefill phase first when
   // the fleet has prefill workers and the chosen one lacks enough of the prompt
@@ -95,6 +98,8 @@ class InferenceCall : public http::ResponseSink,
   const CallPlan plan_;
   routing::RouteDecision decision_;
   std::shared_ptr<http::Responder> responder_;
+  const uint32_t tenant_;
+  const uint64_t charged_;  // tokens charged to the tenant up front
   std::vector<kv::WorkerKey> failed_;
   bool retried_ = false;
   bool finished_ = false;
