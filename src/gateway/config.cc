@@ -136,7 +136,11 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"client_buffer_bytes", Into(l.client_buffer_bytes)},
                        {"max_connections", Into(l.max_connections)},
                        {"max_body_bytes_in_flight", Into(l.max_body_bytes_in_flight)},
-                       {"offload_prompt_bytes", Into(l.offload_prompt_bytes)}});
+                       {"offload_prompt_bytes", Into(l.offload_prompt_bytes)},
+                       {"worker_max_requests", Into(l.worker_max_requests)},
+                       {"worker_max_prefill_tokens", Into(l.worker_max_prefill_tokens)},
+                       {"queue_size", Into(l.queue_size)},
+                       {"queue_timeout_ms", Millis(l.queue_timeout)}});
         }},
        {"cluster",
         [&](const YAML::Node& n) {

@@ -51,6 +51,12 @@ struct LimitsConfig {
   size_t max_body_bytes_in_flight = size_t{1} << 30;  // request bodies being received, in all
   // Requests with bodies larger than this are templated and tokenized off the event loops.
   size_t offload_prompt_bytes = 64 << 10;
+  // A worker with this many requests, or this many prompt tokens awaiting their first
+  // token, is busy; when all are, requests wait in the gateway's queue (0: no limit).
+  uint32_t worker_max_requests = 0;
+  uint64_t worker_max_prefill_tokens = 0;
+  size_t queue_size = 1024;
+  std::chrono::milliseconds queue_timeout{30'000};
 };
 
 // Fleet mode (docs/design.md §11); all empty: one process, no external service.

@@ -101,6 +101,7 @@ struct Gateway::Impl {
   GatewayMetrics metrics;
   std::unique_ptr<WorkQueue> prompt_workers;
   std::unique_ptr<Tenants> tenants;
+  std::unique_ptr<WaitQueue> queue;
   std::unique_ptr<CallServices> calls;
   std::vector<Route> routes;
   std::unique_ptr<http::Server> server;
@@ -463,6 +464,8 @@ Status Gateway::Start() {
   g.index = std::make_unique<kv::PrefixIndex>(c.block_size);
   c.routing.block_size = c.block_size;
   c.routing.request_origin = RequestOrigin(c.fleet);
+  c.routing.worker_max_requests = c.limits.worker_max_requests;
+  c.routing.worker_max_prefill_tokens = c.limits.worker_max_prefill_tokens;
   g.loads = std::make_shared<routing::LoadView>(c.routing.request_origin);
   g.router = std::make_unique<routing::Router>(c.routing, g.index.get(), g.loads);
   g.subscriber = std::make_unique<events::Subscriber>(
@@ -492,8 +495,10 @@ Status Gateway::Start() {
   for (uint32_t id = 0; id < g.workers->size(); ++id) g.canaries->Queue(id, /*wait_until_up=*/true);
   g.prompt_workers = std::make_unique<WorkQueue>(std::max(1, c.threads));
   g.tenants = std::make_unique<Tenants>(c.tenants);
+  g.queue = std::make_unique<WaitQueue>(
+      WaitQueue::Options{c.limits.queue_size, c.limits.queue_timeout, 4096});
   g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
-                                 c.limits, c.pd, *g.tenants, *g.prompt_workers});
+                                 c.limits, c.pd, *g.tenants, *g.queue, *g.prompt_workers});
   g.BuildRoutes();
   if (Status s = g.StartFleet(); !s.ok()) return s;
 
@@ -522,6 +527,7 @@ void Gateway::Stop() {
   if (g.etcd) g.etcd->Stop();          // no worker joins or leaves from here on
   if (g.canaries) g.canaries->Stop();  // a running canary stops waiting
   if (g.server) g.server->Stop(g.config.limits.shutdown_grace);
+  if (g.queue) g.queue->Close();  // what still waits is answered 503 (the gateway stops)
   // Nothing runs once the loops stop; what they still hold (abandoned calls, whose
   // destructors reach the router) goes with them, before the router does.
   if (g.loops) g.loops->Stop();

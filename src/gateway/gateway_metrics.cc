@@ -25,6 +25,8 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   metrics.prompt_fallback.Render(out);
   metrics.pd_requests.Render(out);
   metrics.pd_phase_seconds.Render(out);
+  metrics.queue_wait_seconds.Render(out);
+  metrics.queue_exits.Render(out);
 
   CounterFamily in_flight_gauge{
       "kvgate_requests_in_flight", "Client requests in flight.", {}, true};

@@ -71,6 +71,13 @@ struct GatewayMetrics {
                                    "Disaggregated requests: time of each phase.",
                                    {"phase"},
                                    LatencyBuckets()};
+  HistogramFamily queue_wait_seconds{"kvgate_queue_wait_seconds",
+                                     "Time requests waited for a free worker, by tenant.",
+                                     {"tenant"},
+                                     LatencyBuckets()};
+  CounterFamily queue_exits{"kvgate_queue_exits_total",
+                            "Requests that left the wait queue without a worker, by reason.",
+                            {"tenant", "reason"}};
   CounterFamily experts_invalid{"kvgate_routed_experts_invalid_total",
                                 "Responses whose routed experts were missing or malformed.",
                                 {}};

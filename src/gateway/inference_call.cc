@@ -98,13 +98,21 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
     --s.in_flight;
     return RejectTenant(s, req.path, *responder, tenant, *refusal);
   }
-  std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan));
+  bool all_busy = false;
+  std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan), &all_busy);
+  if (!decision && all_busy) return Wait(s, std::move(plan), std::move(responder), tenant, tokens);
   if (!decision) {
     --s.in_flight;
     s.tenants.End(tenant, tokens, 0);
     return Reject(s, req.path, *responder,
                   {StatusCode::kUnavailable, "no healthy worker is available"});
   }
+  Launch(s, std::move(plan), *decision, std::move(responder), tenant, tokens);
+}
+
+void InferenceCall::Launch(CallServices& s, CallPlan plan, routing::RouteDecision decision,
+                           std::shared_ptr<http::Responder> responder, uint32_t tenant,
+                           uint64_t charged) {
   s.metrics.prompt_blocks.Add({}, static_cast<double>(plan.local_hashes.size()));
   if (!plan.request.prompt_fallback.empty()) {
     s.metrics.prompt_fallback.Add({plan.request.prompt_fallback});
@@ -114,11 +122,52 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
     }
   }
   auto call =
-      std::make_shared<InferenceCall>(s, std::move(plan), *decision, responder, tenant, tokens);
+      std::make_shared<InferenceCall>(s, std::move(plan), decision, responder, tenant, charged);
   responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {
     if (auto self = weak.lock()) self->CancelUpstream();
   });
   call->Begin();
+}
+
+void InferenceCall::Wait(CallServices& s, CallPlan plan, std::shared_ptr<http::Responder> responder,
+                         uint32_t tenant, uint64_t charged) {
+  const std::string path = plan.path;
+  const std::string& name = s.tenants.config(tenant).name;
+  auto held = std::make_shared<CallPlan>(std::move(plan));
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  responder->OnDisconnect([gone] { *gone = true; });
+  const auto enqueued = std::chrono::steady_clock::now();
+  WaitQueue::Ticket ticket{
+      tenant,
+      s.tenants.config(tenant).priority,
+      charged,
+      [&s, held, responder, tenant, charged, enqueued, name] {
+        std::optional<routing::RouteDecision> d = s.router.Route(RouteRequestOf(*held));
+        if (!d) return false;
+        s.metrics.queue_wait_seconds.Observe({name}, SecondsSince(enqueued));
+        Launch(s, std::move(*held), *d, responder, tenant, charged);
+        return true;
+      },
+      [&s, responder, tenant, charged, path, name](WaitQueue::Exit why) {
+        --s.in_flight;
+        s.tenants.End(tenant, charged, 0);
+        s.metrics.queue_exits.Add({name, why == WaitQueue::Exit::kTimedOut     ? "timeout"
+                                         : why == WaitQueue::Exit::kClientLeft ? "client_left"
+                                                                               : "stopped"});
+        Reject(s, path, *responder,
+               {StatusCode::kUnavailable, why == WaitQueue::Exit::kTimedOut
+                                              ? "every worker stayed busy while it waited"
+                                              : "the request left the wait queue"});
+      },
+      gone};
+  if (!s.queue.Push(std::move(ticket))) {
+    --s.in_flight;
+    s.tenants.End(tenant, charged, 0);
+    s.metrics.queue_exits.Add({name, "full"});
+    return Reject(s, path, *responder,
+                  {StatusCode::kUnavailable, "every worker is busy and the wait queue is full"});
+  }
+  s.queue.Pump();  // a worker may have come free meanwhile
 }
 
 void InferenceCall::Begin() {
@@ -426,6 +475,7 @@ void InferenceCall::OnFirstByte() {
   first_byte_ = true;
   services_.router.OnFirstToken(decision_.id);
   services_.metrics.ttft_seconds.Observe({plan_.path}, SecondsSince(plan_.received));
+  if (services_.router.config().worker_max_prefill_tokens) services_.queue.Pump();
 }
 
 bool InferenceCall::Backlogged() const {
@@ -597,6 +647,7 @@ void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCount
   if (pd_path_ != PdPath::kNone) {
     services_.metrics.pd_requests.Add({std::string(kPdPathNames[static_cast<size_t>(pd_path_)])});
   }
+  services_.queue.Pump();  // its worker has room again
   services_.metrics.requests.Add({plan_.path, std::to_string(status)});
   services_.metrics.request_seconds.Observe({plan_.path}, SecondsSince(plan_.received));
   --services_.in_flight;

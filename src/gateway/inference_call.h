@@ -18,6 +18,7 @@
 #include "gateway/call_plan.h"
 #include "gateway/config.h"
 #include "gateway/tenants.h"
+#include "gateway/wait_queue.h"
 #include "http/client.h"
 #include "http/server.h"
 #include "routing/router.h"
@@ -39,6 +40,7 @@ struct CallServices {
   const LimitsConfig& limits;
   const PdConfig& pd;
   Tenants& tenants;
+  WaitQueue& queue;           // requests waiting for a free worker
   WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
   std::atomic<int64_t> in_flight{0};
 };
@@ -71,6 +73,12 @@ class InferenceCall : public http::ResponseSink,
   // Routed (the worker that answers the client is chosen): runs a prefill phase first when
   // the fleet has prefill workers and the chosen one lacks enough of the prompt
   // (docs/design.md §12), then sends.
+  // A planned request with a worker: the call begins.
+  static void Launch(CallServices& services, CallPlan plan, routing::RouteDecision decision,
+                     std::shared_ptr<http::Responder> responder, uint32_t tenant, uint64_t charged);
+  // Every worker is busy: the request waits for one in the queue (or gets 503).
+  static void Wait(CallServices& services, CallPlan plan,
+                   std::shared_ptr<http::Responder> responder, uint32_t tenant, uint64_t charged);
   void Begin();
   bool RoutePrefill();
   void StartPrefill();  // vLLM: the prefill phase, then Send()

@@ -45,6 +45,9 @@ struct RouterConfig {
   uint64_t seed = 0;
   // Names this process in its request ids (see RequestId); gateway replicas differ here.
   uint16_t request_origin = 0;
+  // A worker this loaded is busy: it takes no new request (docs/design.md §13). 0: no limit.
+  uint32_t worker_max_requests = 0;
+  uint64_t worker_max_prefill_tokens = 0;
 };
 
 struct RouteRequest {

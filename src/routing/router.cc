@@ -70,7 +70,7 @@ void Router::MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>
   }
 }
 
-std::optional<RouteDecision> Router::Route(const RouteRequest& request) {
+std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* all_busy) {
   // Match outside the router lock: it only takes the index's shared lock.
   std::vector<kv::Overlap> overlaps;
   if (policy_->reads_index() && index_ != nullptr) MatchOverlaps(request, overlaps);
@@ -78,16 +78,24 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request) {
   std::lock_guard lock(mu_);
   std::vector<Candidate> candidates;
   candidates.reserve(workers_.size());
+  bool busy = false;
   for (const WorkerState& w : workers_) {
     if (w.draining || w.prefill_only != request.prefill_phase) continue;
     if (std::find(request.exclude.begin(), request.exclude.end(), w.key) != request.exclude.end())
       continue;
     Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};
+    if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests) ||
+        (config_.worker_max_prefill_tokens &&
+         c.load.prefill_tokens >= config_.worker_max_prefill_tokens)) {
+      busy = true;  // full: the request goes elsewhere, or waits
+      continue;
+    }
     for (const kv::Overlap& o : overlaps) {
       if (o.worker == w.key) c.overlap = o;
     }
     candidates.push_back(c);
   }
+  if (all_busy) *all_busy = candidates.empty() && busy;
   if (candidates.empty()) return std::nullopt;
 
   const Candidate& chosen = candidates[policy_->Pick(candidates, request)];

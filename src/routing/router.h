@@ -40,8 +40,9 @@ class Router {
   // Whether some worker could take a prefill phase (or, with false, anything else).
   bool HasRoutable(bool prefill_phase) const;
 
-  // Chooses a worker and records the request as in flight there. nullopt: no worker.
-  std::optional<RouteDecision> Route(const RouteRequest& request);
+  // Chooses a worker and records the request as in flight there. nullopt: no worker; then
+  // `*all_busy` (when given) says whether there were workers, all of them busy.
+  std::optional<RouteDecision> Route(const RouteRequest& request, bool* all_busy = nullptr);
   // Whether requests should carry eagle_hashes: some worker publishes EAGLE blocks and the
   // policy reads the index.
   bool wants_eagle_hashes() const {

@@ -3,6 +3,8 @@ requests, tokens or concurrency gets 429 with a Retry-After that says when there
 while other tenants are served."""
 import json
 import os
+import socket
+import threading
 import sys
 import time
 import unittest
@@ -86,6 +88,71 @@ class AdmissionTest(unittest.TestCase):
                                            reason=reason), 1 if tenant != "light" else 2)
             self.assertEqual(gw.metric("kvgate_tenant_admitted_total", tenant="default"), 2)
             self.assertEqual(gw.metric("kvgate_tenant_admitted_total", tenant="light"), 3)
+        finally:
+            gw.close()
+            m.close()
+
+    def test_with_every_worker_busy_requests_wait_in_priority_and_fair_order(self):
+        m = Mocker(speedup="1")
+        gw = Gateway(config={
+            "workers": [worker_config(m)],
+            "limits": {"worker_max_requests": 1, "queue_size": 4, "queue_timeout_ms": 3000},
+            "tenants": [
+                {"name": "a", "api_keys": ["sk-a"]},
+                {"name": "b", "api_keys": ["sk-b"]},
+                {"name": "vip", "api_keys": ["sk-vip"], "priority": 1},
+            ]})
+
+        def occupy(tokens):
+            """A streaming request that keeps the only worker busy; returns it once running."""
+            r = urllib.request.urlopen(urllib.request.Request(
+                gw.url + "/v1/completions", data=json.dumps(
+                    {"prompt": [5] * 20, "max_tokens": tokens, "stream": True}).encode(),
+                headers={"Content-Type": "application/json", "Authorization": "Bearer sk-a"}),
+                timeout=30)
+            r.readline()
+            return r
+
+        try:
+            # Each waiting request costs ~4,000 tokens, about one round-robin quantum.
+            done, threads = [], []
+
+            def send(key, tag):
+                status = post(gw, key, {"prompt": [ord(tag[0])] * 4000, "max_tokens": 2})[0]
+                done.append((tag, status))
+            busy = occupy(200)  # ~1.2 s
+            for key, tag in [("sk-a", "a1"), ("sk-a", "a2"), ("sk-b", "b1"), ("sk-vip", "vip")]:
+                threads.append(threading.Thread(target=send, args=(key, tag)))
+                threads[-1].start()
+                time.sleep(0.1)  # arrival order
+            status, body, retry = post(gw, "sk-b", {"prompt": [1] * 20, "max_tokens": 2})
+            self.assertEqual((status, retry), (503, "1"))  # the queue holds 4
+            self.assertIn("queue is full", body["error"]["message"])
+            for t in threads:
+                t.join(30)
+            busy.close()
+            # Priority first, then the tenants take turns, then arrival.
+            self.assertEqual(done, [("vip", 200), ("a1", 200), ("b1", 200), ("a2", 200)])
+            self.assertEqual(gw.metric("kvgate_queue_wait_seconds_count", tenant="a"), 2)
+
+            # Waiting too long: 503 with Retry-After.
+            busy = occupy(1500)
+            began = time.time()
+            status, body, retry = post(gw, "sk-b", {"prompt": [1] * 20, "max_tokens": 2})
+            self.assertEqual((status, retry), (503, "1"))
+            self.assertGreaterEqual(time.time() - began, 2.9)
+            self.assertEqual(gw.metric("kvgate_queue_exits_total", tenant="b", reason="timeout"), 1)
+            # A client that hangs up leaves the queue.
+            sock = socket.create_connection(("127.0.0.1", int(gw.url.rsplit(":", 1)[1])))
+            body = json.dumps({"prompt": [1] * 20, "max_tokens": 2}).encode()
+            sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sk-b\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)
+            time.sleep(0.3)
+            sock.close()
+            gw.wait_metric("kvgate_queue_exits_total", lambda v: v == 1, timeout=5, tenant="b",
+                           reason="client_left")
+            busy.close()
         finally:
             gw.close()
             m.close()

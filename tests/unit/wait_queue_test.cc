@@ -1,0 +1,69 @@
+// gateway/wait_queue: who starts next when workers come free.
+#include "gateway/wait_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kvgate::gateway {
+namespace {
+
+// A queue whose "workers" are `free` slots; each started request takes one.
+struct Harness {
+  WaitQueue queue{WaitQueue::Options{7, std::chrono::milliseconds(60'000), 100}};
+  int free = 0;
+  std::vector<std::string> started, left;
+
+  bool Push(uint32_t tenant, int priority, uint64_t tokens, std::string name) {
+    return queue.Push({tenant, priority, tokens,
+                       [this, name] {
+                         if (free == 0) return false;
+                         --free;
+                         started.push_back(name);
+                         return true;
+                       },
+                       [this, name](WaitQueue::Exit) { left.push_back(name); }, nullptr});
+  }
+  void Release(int n) {
+    free += n;
+    queue.Pump();
+  }
+};
+
+TEST(WaitQueue, PriorityFirstThenTenantsTakeTurnsByTokens) {
+  Harness h;
+  // Tenant 0 sends four 100-token requests, tenant 1 two of 200, tenant 2 (priority 1) one.
+  for (char i : {'0', '1', '2', '3'}) ASSERT_TRUE(h.Push(0, 0, 100, std::string{'a', i}));
+  ASSERT_TRUE(h.Push(1, 0, 200, "b0"));
+  ASSERT_TRUE(h.Push(1, 0, 200, "b1"));
+  ASSERT_TRUE(h.Push(2, 1, 50, "vip"));
+  EXPECT_FALSE(h.Push(2, 1, 50, "over"));  // 7 at most
+  EXPECT_EQ(h.queue.size(), 7u);
+  for (int i = 0; i < 7; ++i) h.Release(1);
+  // 100 tokens a turn: a takes one a turn, b one every other turn (its requests cost two
+  // turns' worth): tokens, not requests, are shared.
+  EXPECT_EQ(h.started, (std::vector<std::string>{"vip", "a0", "a1", "b0", "a2", "a3", "b1"}));
+  EXPECT_EQ(h.queue.size(), 0u);
+}
+
+TEST(WaitQueue, ClientsThatLeftAreDroppedAndCloseAnswersTheRest) {
+  Harness h;
+  auto gone = std::make_shared<std::atomic<bool>>(false);
+  ASSERT_TRUE(h.queue.Push({0, 0, 10, [] { return true; },
+                            [&h](WaitQueue::Exit why) {
+                              h.left.push_back(why == WaitQueue::Exit::kClientLeft ? "left"
+                                                                                   : "other");
+                            },
+                            gone}));
+  ASSERT_TRUE(h.Push(0, 0, 10, "kept"));
+  *gone = true;
+  h.Release(0);  // nothing free: the one that left goes anyway
+  EXPECT_EQ(h.left, std::vector<std::string>{"left"});
+  h.queue.Close();
+  EXPECT_EQ(h.left, (std::vector<std::string>{"left", "kept"}));
+  EXPECT_FALSE(h.Push(0, 0, 10, "late"));
+}
+
+}  // namespace
+}  // namespace kvgate::gateway
