@@ -297,19 +297,6 @@ void InferenceCall::StartConcurrentPrefill() {
 }
 
 void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code, std::string body) {
-  // The decode worker's end may be waiting for this answer: it goes on after it.
-  struct Resume {
-    InferenceCall* call;
-    std::optional<Status> done;
-    ~Resume() {
-      if (done) call->OnDone(*done);
-    }
-  } resume{this, std::nullopt};
-  auto answered = [&] {
-    std::lock_guard lock(prompt_experts_mu_);
-    awaits_prefill_answer_ = false;
-    resume.done = std::exchange(deferred_done_, std::nullopt);
-  };
   if (transfer.ok() && code == 200) {
     boost::system::error_code ec;
     boost::json::value answer = api::ParseJson(body, ec);
@@ -318,22 +305,37 @@ void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code, st
       engines::ReadTokenCounts(answer.as_object(), &counts);
       KeepPromptExperts(answer.as_object(), counts);
     }
-    answered();
     services_.router.OnFinished(prefill_->id);
     services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
-    return;
+    return PrefillAnswered();
   }
   if (!responder_->connected()) {
-    answered();
-    return services_.router.OnFailed(prefill_->id);
+    services_.router.OnFailed(prefill_->id);
+    return PrefillAnswered();
   }
   PrefillFailed(transfer.ok() ? fmt::format("status {}", code) : transfer.message(),
                 !transfer.ok() || code >= 500);
   // The decode worker waits for a room that will never be ready: stop it, and OnDone sends
   // the request again.
   concurrent_prefill_failed_ = true;
-  answered();
   CancelUpstream();
+  PrefillAnswered();
+}
+
+void InferenceCall::PrefillAnswered() {
+  std::unique_lock lock(prompt_experts_mu_);
+  awaits_prefill_answer_ = false;
+  draining_held_ = true;
+  while (!held_.empty()) {  // (OnBody holds what arrives meanwhile: order is kept)
+    const std::string bytes = std::exchange(held_, {});
+    lock.unlock();
+    FeedBody(bytes);
+    lock.lock();
+  }
+  draining_held_ = false;
+  std::optional<Status> done = std::exchange(deferred_done_, std::nullopt);
+  lock.unlock();
+  if (done) OnDone(*done);
 }
 
 void InferenceCall::KeepPromptExperts(boost::json::object& answer,
@@ -493,6 +495,19 @@ void InferenceCall::Write(std::string data) {
 }
 
 void InferenceCall::OnBody(std::string_view data) {
+  if (streaming_) {
+    // SGLang with routed experts asked: the stream's end carries them, and needs the
+    // prefill worker's answer first.
+    std::lock_guard lock(prompt_experts_mu_);
+    if (awaits_prefill_answer_ || draining_held_) {
+      held_.append(data);
+      return;
+    }
+  }
+  FeedBody(data);
+}
+
+void InferenceCall::FeedBody(std::string_view data) {
   if (!streaming_) {
     if (body_.size() + data.size() > services_.limits.max_response_bytes) {
       too_large_ = true;  // Cancelled() now: the engine's connection is dropped
@@ -531,8 +546,8 @@ bool InferenceCall::Retry() {
 void InferenceCall::OnDone(const Status& status) {
   {
     std::lock_guard lock(prompt_experts_mu_);
-    if (awaits_prefill_answer_) {
-      deferred_done_ = status;  // OnConcurrentPrefillDone takes it from here
+    if (awaits_prefill_answer_ || draining_held_) {
+      deferred_done_ = status;  // PrefillAnswered takes it from here
       return;
     }
   }

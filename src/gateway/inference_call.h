@@ -85,6 +85,10 @@ class InferenceCall : public http::ResponseSink,
   void OnPrefilled(const Status& transfer, int code, std::string body);
   void StartConcurrentPrefill();  // SGLang: the prefill request beside the decode one
   void OnConcurrentPrefillDone(const Status& transfer, int code, std::string body);
+  // The concurrent prefill answer is in: what the decode stream held back goes on, and an
+  // end that waited for it runs (on this, the prefill answer's, thread).
+  void PrefillAnswered();
+  void FeedBody(std::string_view data);
   // Keeps the prefill worker's routed experts (its answer's), when the client asked.
   void KeepPromptExperts(boost::json::object& answer, const engines::TokenCounts& counts);
   // Where the phase went wrong, counted against the prefill worker; `why` for the log.
@@ -123,6 +127,8 @@ class InferenceCall : public http::ResponseSink,
   // SGLang, routed experts asked: the decode worker's end waits for the prefill worker's
   // answer (it holds the prompt rows), which runs on another thread.
   bool awaits_prefill_answer_ = false;
+  bool draining_held_ = false;  // PrefillAnswered is passing on what was held
+  std::string held_;            // decode stream bytes held until the prefill answer
   std::optional<Status> deferred_done_;
   std::chrono::steady_clock::time_point phase_start_;
   std::mutex cancel_mu_;  // the canceller is set on a client thread, used on a server one
