@@ -54,7 +54,22 @@ void WaitQueue::Drop(Level& level, uint32_t tenant) {
 void WaitQueue::Pump() {
   std::vector<Leave> left;  // clients that left, told outside the lock
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      // Another pump runs (maybe this very thread's, further up): it goes round again.
+      pump_again_ = true;
+      if (!lock.try_lock()) return;
+    }
+    do {
+      pump_again_ = false;
+      PumpLocked(left);
+    } while (pump_again_);
+  }
+  for (Leave& leave : left) leave(Exit::kClientLeft);
+}
+
+void WaitQueue::PumpLocked(std::vector<Leave>& left) {
+  {
     for (auto level_it = levels_.begin(); level_it != levels_.end();) {
       Level& level = level_it->second;
       bool blocked = false;
@@ -95,7 +110,6 @@ void WaitQueue::Pump() {
       level_it = level.turn.empty() ? levels_.erase(level_it) : std::next(level_it);
     }
   }
-  for (Leave& leave : left) leave(Exit::kClientLeft);
 }
 
 void WaitQueue::Sweep() {
@@ -121,8 +135,12 @@ void WaitQueue::Sweep() {
       }
     }
     std::erase_if(levels_, [](const auto& entry) { return entry.second.turn.empty(); });
+    const bool waiting = size_ > 0;
     lock.unlock();
     for (auto& [leave, why] : left) leave(why);
+    // A pump that found the lock taken (by a push or by this sweep) may have been missed:
+    // pump every tick while requests wait.
+    if (waiting) Pump();
     lock.lock();
   }
 }

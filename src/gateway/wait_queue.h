@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace kvgate::gateway {
 
@@ -49,7 +50,8 @@ class WaitQueue {
   };
   // False when the queue is full (the caller answers 503).
   bool Push(Ticket ticket);
-  // Starts waiting requests, in order, until one finds no free worker.
+  // Starts waiting requests, in order, until one finds no free worker. Safe to call from
+  // within a start (a request that ends at once): that pump runs after the current one.
   void Pump();
   size_t size() const;
 
@@ -65,6 +67,7 @@ class WaitQueue {
     std::map<uint32_t, uint64_t> deficit;
     bool new_turn = true;  // the front tenant has not had this turn's quantum yet
   };
+  void PumpLocked(std::vector<Leave>& left);
   void Sweep();  // timeouts and clients that left (on the sweeper thread)
   void Drop(Level& level, uint32_t tenant);
 
@@ -72,6 +75,7 @@ class WaitQueue {
   mutable std::mutex mu_;
   std::map<int, Level, std::greater<>> levels_;  // highest priority first
   size_t size_ = 0;
+  std::atomic<bool> pump_again_{false};  // a Pump came while another ran
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::thread sweeper_;

@@ -3,31 +3,50 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace kvgate::gateway {
 namespace {
 
-// A queue whose "workers" are `free` slots; each started request takes one.
+// A queue whose "workers" are `free` slots; each started request takes one. (The queue's
+// sweeper pumps too, from its own thread: the harness locks.)
 struct Harness {
-  WaitQueue queue{WaitQueue::Options{7, std::chrono::milliseconds(60'000), 100}};
+  std::mutex mu;
   int free = 0;
   std::vector<std::string> started, left;
+  WaitQueue queue{WaitQueue::Options{7, std::chrono::milliseconds(60'000), 100}};
 
   bool Push(uint32_t tenant, int priority, uint64_t tokens, std::string name) {
     return queue.Push({tenant, priority, tokens,
                        [this, name] {
+                         std::lock_guard lock(mu);
                          if (free == 0) return false;
                          --free;
                          started.push_back(name);
                          return true;
                        },
-                       [this, name](WaitQueue::Exit) { left.push_back(name); }, nullptr});
+                       [this, name](WaitQueue::Exit) {
+                         std::lock_guard lock(mu);
+                         left.push_back(name);
+                       },
+                       nullptr});
   }
   void Release(int n) {
-    free += n;
+    {
+      std::lock_guard lock(mu);
+      free += n;
+    }
     queue.Pump();
+  }
+  std::vector<std::string> Started() {
+    std::lock_guard lock(mu);
+    return started;
+  }
+  std::vector<std::string> Left() {
+    std::lock_guard lock(mu);
+    return left;
   }
 };
 
@@ -43,7 +62,7 @@ TEST(WaitQueue, PriorityFirstThenTenantsTakeTurnsByTokens) {
   for (int i = 0; i < 7; ++i) h.Release(1);
   // 100 tokens a turn: a takes one a turn, b one every other turn (its requests cost two
   // turns' worth): tokens, not requests, are shared.
-  EXPECT_EQ(h.started, (std::vector<std::string>{"vip", "a0", "a1", "b0", "a2", "a3", "b1"}));
+  EXPECT_EQ(h.Started(), (std::vector<std::string>{"vip", "a0", "a1", "b0", "a2", "a3", "b1"}));
   EXPECT_EQ(h.queue.size(), 0u);
 }
 
@@ -52,6 +71,7 @@ TEST(WaitQueue, ClientsThatLeftAreDroppedAndCloseAnswersTheRest) {
   auto gone = std::make_shared<std::atomic<bool>>(false);
   ASSERT_TRUE(h.queue.Push({0, 0, 10, [] { return true; },
                             [&h](WaitQueue::Exit why) {
+                              std::lock_guard lock(h.mu);
                               h.left.push_back(why == WaitQueue::Exit::kClientLeft ? "left"
                                                                                    : "other");
                             },
@@ -59,9 +79,9 @@ TEST(WaitQueue, ClientsThatLeftAreDroppedAndCloseAnswersTheRest) {
   ASSERT_TRUE(h.Push(0, 0, 10, "kept"));
   *gone = true;
   h.Release(0);  // nothing free: the one that left goes anyway
-  EXPECT_EQ(h.left, std::vector<std::string>{"left"});
+  EXPECT_EQ(h.Left(), std::vector<std::string>{"left"});
   h.queue.Close();
-  EXPECT_EQ(h.left, (std::vector<std::string>{"left", "kept"}));
+  EXPECT_EQ(h.Left(), (std::vector<std::string>{"left", "kept"}));
   EXPECT_FALSE(h.Push(0, 0, 10, "late"));
 }
 
