@@ -50,31 +50,6 @@ struct Route {
   }
 };
 
-// Compares every byte whatever the first difference, so the time taken says nothing about
-// how much of a key was right.
-bool SameKey(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
-  }
-  return diff == 0;
-}
-
-bool HasApiKey(const std::vector<std::string>& keys, const http::Request& req) {
-  if (keys.empty()) return true;
-  std::string_view auth = req.Header("authorization");
-  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive
-  if (auth.size() < kBearer.size()) return false;
-  for (size_t i = 0; i < kBearer.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(auth[i])) != kBearer[i]) return false;
-  }
-  auth.remove_prefix(kBearer.size());
-  while (!auth.empty() && auth.front() == ' ') auth.remove_prefix(1);
-  bool found = false;
-  for (const std::string& key : keys) found |= SameKey(auth, key);
-  return found;
-}
-
 // This replica's request-id origin: configured, or drawn when load is shared (0 alone).
 uint16_t RequestOrigin(const FleetConfig& fleet) {
   if (fleet.replica_id != "auto") return static_cast<uint16_t>(std::stoul(fleet.replica_id));
@@ -271,7 +246,9 @@ struct Gateway::Impl {
       case Access::kAdmin:
       case Access::kAdminChange:
         if (!config.admin_api_keys.empty()) {
-          return HasApiKey(config.admin_api_keys, req) ? std::nullopt : std::optional(no_key);
+          return HasBearerKey(config.admin_api_keys, req.Header("authorization"))
+                     ? std::nullopt
+                     : std::optional(no_key);
         }
         // Without admin keys the admin API is open only on a gateway without any key, and
         // what changes the gateway only to clients on this machine.

@@ -20,6 +20,19 @@ bool SameKey(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+bool HasBearerKey(const std::vector<std::string>& keys, std::string_view authorization) {
+  constexpr std::string_view kBearer = "bearer ";
+  if (authorization.size() < kBearer.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return false;
+  }
+  authorization.remove_prefix(kBearer.size());
+  while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
+  bool found = false;
+  for (const std::string& key : keys) found |= SameKey(authorization, key);  // no early exit
+  return found;
+}
+
 std::string_view RejectionName(Rejection r) { return kRejectionNames[static_cast<size_t>(r)]; }
 
 void Tenants::Bucket::Refill(Clock::time_point now) {
@@ -54,20 +67,9 @@ Tenants::Tenants(std::vector<TenantConfig> tenants) {
 
 std::optional<uint32_t> Tenants::Find(std::string_view authorization) const {
   if (!keyed_) return 0;
-  constexpr std::string_view kBearer = "bearer ";  // the scheme is case-insensitive
-  if (authorization.size() < kBearer.size()) return std::nullopt;
-  for (size_t i = 0; i < kBearer.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) {
-      return std::nullopt;
-    }
-  }
-  authorization.remove_prefix(kBearer.size());
-  while (!authorization.empty() && authorization.front() == ' ') authorization.remove_prefix(1);
   std::optional<uint32_t> found;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
-    for (const std::string& key : tenants_[i]->config.api_keys) {
-      if (SameKey(authorization, key) && !found) found = i;  // no early exit
-    }
+    if (HasBearerKey(tenants_[i]->config.api_keys, authorization) && !found) found = i;
   }
   return found;
 }

@@ -94,6 +94,11 @@ class Tenants {
   bool keyed_ = false;
 };
 
+// Whether the `Authorization: Bearer` value carries one of `keys` (the scheme is
+// case-insensitive; every key is compared in full whatever the first difference, so the
+// time taken says nothing of how much of a key was right).
+bool HasBearerKey(const std::vector<std::string>& keys, std::string_view authorization);
+
 // The default tenant's name (the plain `api_keys`, or everyone without keys).
 inline constexpr std::string_view kDefaultTenant = "default";
 // Tokens charged for a request that names no max tokens.
