@@ -5,6 +5,7 @@
 
 #include "api/prompt.h"
 #include "commands.h"
+#include "discovery/worker_role.h"
 #include "mocker/server.h"
 
 namespace kvgate::app {
@@ -39,7 +40,7 @@ int RunMocker(MockerFlags& f) {
     std::cerr << "kvgate mocker: --event-format must be vllm-map, vllm-positional or sglang\n";
     return 2;
   }
-  const auto role = mocker::ParseRole(f.role);
+  const auto role = discovery::ParseRole(f.role);
   if (!role) {
     std::cerr << "kvgate mocker: --role must be both, prefill or decode\n";
     return 2;

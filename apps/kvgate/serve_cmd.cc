@@ -78,9 +78,7 @@ Status StartMockFleet(const api::ModelFiles& files, gateway::GatewayConfig& c,
     w.engine = m.engine;
     w.kv_events = member.kv_events;
     w.kv_replay = member.kv_replay;
-    w.role = member.role == mocker::Role::kPrefill  ? discovery::WorkerRole::kPrefill
-             : member.role == mocker::Role::kDecode ? discovery::WorkerRole::kDecode
-                                                    : discovery::WorkerRole::kBoth;
+    w.role = member.role;
     w.bootstrap_port = member.bootstrap_port;
     if (Status s = discovery::FinishWorkerRecord(&w); !s.ok()) return s;
     c.workers.push_back(w);

@@ -9,8 +9,6 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr std::string_view kRoleNames[] = {"both", "prefill", "decode"};
-
 Status FieldError(std::string_view field, std::string_view what) {
   return Status::InvalidArgument(fmt::format("worker record: '{}' {}", field, what));
 }
@@ -78,15 +76,6 @@ Status ReadRecord(const json::value& value, WorkerRecord* r) {
 }
 
 }  // namespace
-
-std::string_view RoleName(WorkerRole role) { return kRoleNames[static_cast<size_t>(role)]; }
-
-std::optional<WorkerRole> ParseRole(std::string_view name) {
-  for (size_t i = 0; i < std::size(kRoleNames); ++i) {
-    if (kRoleNames[i] == name) return static_cast<WorkerRole>(i);
-  }
-  return std::nullopt;
-}
 
 std::string DefaultWorkerId(std::string_view url) {
   std::string_view rest = url;

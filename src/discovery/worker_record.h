@@ -10,13 +10,10 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "discovery/worker_role.h"
 #include "engines/engines.h"
 
 namespace kvgate::discovery {
-
-enum class WorkerRole : uint8_t { kBoth, kPrefill, kDecode };
-std::string_view RoleName(WorkerRole role);
-std::optional<WorkerRole> ParseRole(std::string_view name);
 
 struct WorkerRecord {
   std::string id;   // defaults to DefaultWorkerId(url)

@@ -7,15 +7,12 @@
 #include <optional>
 #include <string_view>
 
+#include "discovery/worker_role.h"
+
 namespace kvgate::mocker {
 
-enum class Role : uint8_t { kBoth, kPrefill, kDecode };
-inline std::optional<Role> ParseRole(std::string_view name) {
-  if (name == "both") return Role::kBoth;
-  if (name == "prefill") return Role::kPrefill;
-  if (name == "decode") return Role::kDecode;
-  return std::nullopt;
-}
+// The worker roles of the records (one enum for both).
+using Role = discovery::WorkerRole;
 
 // A bootstrap port of "any free one" (the in-process fleet's), read back from the server.
 inline constexpr uint16_t kAnyPort = 65535;
