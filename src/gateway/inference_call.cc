@@ -202,13 +202,15 @@ bool InferenceCall::RoutePrefill() {
   return true;
 }
 
-// A prefill request with what every call sends (timeouts, forwarded headers, dp rank).
-static http::ClientRequest PrefillRequest(const CallPlan& plan, const LimitsConfig& limits,
-                                          const Worker& w, uint32_t dp_rank, std::string body) {
+// A request to a worker with what every attempt sends: the client's forwarded headers, the
+// dp rank when the worker has several, and the timeouts (`first_byte`: until its headers).
+static http::ClientRequest UpstreamRequest(const CallPlan& plan, const LimitsConfig& limits,
+                                           const Worker& w, uint32_t dp_rank, std::string body,
+                                           std::chrono::milliseconds first_byte) {
   http::ClientRequest request;
   request.target = plan.path;
   request.body = std::move(body);
-  request.timeouts = {limits.connect_timeout, limits.non_streaming_timeout, limits.idle_timeout};
+  request.timeouts = {limits.connect_timeout, first_byte, limits.idle_timeout};
   request.headers = plan.forward_headers;
   if (w.config.dp_size > 1) {
     request.headers.emplace_back("X-data-parallel-rank", std::to_string(dp_rank));
@@ -221,8 +223,9 @@ void InferenceCall::StartPrefill() {
   services_.metrics.routed.Add({w.config.id});
   auto self = shared_from_this();
   services_.client.Fetch(w.endpoint,
-                         PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
-                                        VllmPrefillBody(plan_.EngineBody(w.config.engine))),
+                         UpstreamRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
+                                         VllmPrefillBody(plan_.EngineBody(w.config.engine)),
+                                         services_.limits.non_streaming_timeout),
                          std::make_shared<PrefillSink>(
                              [self](const Status& transfer, int code, std::string body) {
                                self->OnPrefilled(transfer, code, std::move(body));
@@ -249,18 +252,7 @@ void InferenceCall::OnPrefilled(const Status& transfer, int code, std::string bo
   const Worker& w = services_.workers.worker(prefill_->worker.worker);
   services_.workers.ReportSuccess(w.slot, WorkerPool::Check::kInference);
   // The prefill worker's answer is where the gateway's cache prediction can be checked.
-  boost::system::error_code ec;
-  boost::json::value answer = api::ParseJson(body, ec);
-  engines::TokenCounts counts;
-  if (!ec && answer.is_object()) {
-    engines::ReadTokenCounts(answer.as_object(), &counts);
-    KeepPromptExperts(answer.as_object(), counts);
-  }
-  const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
-  const uint64_t bs = services_.model.block_size;
-  const uint64_t cacheable = prompt == 0 ? 0 : (prompt - 1) / bs;
-  services_.fidelity.Observe(w.slot, prompt,
-                             std::min<uint64_t>(prefill_->cached_blocks, cacheable) * bs, counts);
+  ObserveFidelity(w.slot, prefill_->cached_blocks, ReadPrefillAnswer(body));
   services_.router.OnFinished(prefill_->id);
   services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
   decode_fields_ = {{"kv_transfer_params", std::move(*params)}};
@@ -287,8 +279,9 @@ void InferenceCall::StartConcurrentPrefill() {
   auto self = shared_from_this();
   services_.client.Fetch(
       w.endpoint,
-      PrefillRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
-                     BootstrapPrefillBody(plan_.EngineBody(w.config.engine), decode_fields_)),
+      UpstreamRequest(plan_, services_.limits, w, prefill_->worker.dp_rank,
+                      BootstrapPrefillBody(plan_.EngineBody(w.config.engine), decode_fields_),
+                      services_.limits.non_streaming_timeout),
       std::make_shared<PrefillSink>(
           [self](const Status& transfer, int code, std::string body) {
             self->OnConcurrentPrefillDone(transfer, code, std::move(body));
@@ -298,13 +291,7 @@ void InferenceCall::StartConcurrentPrefill() {
 
 void InferenceCall::OnConcurrentPrefillDone(const Status& transfer, int code, std::string body) {
   if (transfer.ok() && code == 200) {
-    boost::system::error_code ec;
-    boost::json::value answer = api::ParseJson(body, ec);
-    if (!ec && answer.is_object()) {
-      engines::TokenCounts counts;
-      engines::ReadTokenCounts(answer.as_object(), &counts);
-      KeepPromptExperts(answer.as_object(), counts);
-    }
+    ReadPrefillAnswer(body);
     services_.router.OnFinished(prefill_->id);
     services_.metrics.pd_phase_seconds.Observe({"prefill"}, SecondsSince(phase_start_));
     return PrefillAnswered();
@@ -336,6 +323,27 @@ void InferenceCall::PrefillAnswered() {
   std::optional<Status> done = std::exchange(deferred_done_, std::nullopt);
   lock.unlock();
   if (done) OnDone(*done);
+}
+
+engines::TokenCounts InferenceCall::ReadPrefillAnswer(std::string_view body) {
+  boost::system::error_code ec;
+  boost::json::value answer = api::ParseJson(body, ec);
+  engines::TokenCounts counts;
+  if (ec || !answer.is_object()) return counts;
+  engines::ReadTokenCounts(answer.as_object(), &counts);
+  KeepPromptExperts(answer.as_object(), counts);
+  return counts;
+}
+
+void InferenceCall::ObserveFidelity(uint32_t slot, uint32_t predicted_blocks,
+                                    const engines::TokenCounts& reported) {
+  // The engine serves at most prompt - 1 tokens from its cache, in whole blocks.
+  // (A partial prompt is no measure of the gateway's view: it is not compared.)
+  const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
+  const uint64_t bs = services_.model.block_size;
+  const uint64_t cacheable_blocks = prompt == 0 ? 0 : (prompt - 1) / bs;
+  services_.fidelity.Observe(slot, prompt,
+                             std::min<uint64_t>(predicted_blocks, cacheable_blocks) * bs, reported);
 }
 
 void InferenceCall::KeepPromptExperts(boost::json::object& answer,
@@ -410,19 +418,12 @@ void InferenceCall::Send() {
   const std::string& worker = w.config.id;
   services_.metrics.routed.Add({worker});
   services_.metrics.predicted_blocks.Add({worker}, decision_.cached_blocks);
-  http::ClientRequest request;
-  request.target = plan_.path;
-  request.body = plan_.EngineBody(w.config.engine);
-  if (!decode_fields_.empty()) request.body = WithFields(request.body, decode_fields_);
+  std::string body = plan_.EngineBody(w.config.engine);
+  if (!decode_fields_.empty()) body = WithFields(body, decode_fields_);
   const LimitsConfig& limits = services_.limits;
-  request.timeouts = {
-      limits.connect_timeout,
-      plan_.request.stream ? limits.first_byte_timeout : limits.non_streaming_timeout,
-      limits.idle_timeout};
-  request.headers = plan_.forward_headers;
-  if (w.config.dp_size > 1) {
-    request.headers.emplace_back("X-data-parallel-rank", std::to_string(decision_.worker.dp_rank));
-  }
+  http::ClientRequest request = UpstreamRequest(
+      plan_, limits, w, decision_.worker.dp_rank, std::move(body),
+      plan_.request.stream ? limits.first_byte_timeout : limits.non_streaming_timeout);
   status_ = 0;
   body_.clear();
   services_.client.Fetch(w.endpoint, std::move(request), shared_from_this());
@@ -641,17 +642,10 @@ void InferenceCall::Finish(int status, bool succeeded, const engines::TokenCount
                             : (succeeded ? charged_ : 0);
   services_.tenants.End(tenant_, charged_, used);
   if (succeeded) {
-    // The engine serves at most prompt - 1 tokens from its cache, in whole blocks.
-    // (A partial prompt is no measure of the gateway's view: it is not compared.)
-    const uint64_t prompt = plan_.request.prompt_fallback.empty() ? plan_.request.prompt.size() : 0;
-    const uint64_t bs = services_.model.block_size;
-    const uint64_t cacheable_blocks = prompt == 0 ? 0 : (prompt - 1) / bs;
     // A decode worker counts the KV it received as cached: no measure of the prediction
     // (the prefill phase's answer was).
     if (!prefill_) {
-      services_.fidelity.Observe(decision_.worker.worker, prompt,
-                                 std::min<uint64_t>(decision_.cached_blocks, cacheable_blocks) * bs,
-                                 reported);
+      ObserveFidelity(decision_.worker.worker, decision_.cached_blocks, reported);
     } else {
       services_.metrics.pd_phase_seconds.Observe({"decode"}, SecondsSince(phase_start_));
     }

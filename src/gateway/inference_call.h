@@ -89,6 +89,11 @@ class InferenceCall : public http::ResponseSink,
   // end that waited for it runs (on this, the prefill answer's, thread).
   void PrefillAnswered();
   void FeedBody(std::string_view data);
+  // The prefill worker's answer: its token counts, its routed experts kept (when asked).
+  engines::TokenCounts ReadPrefillAnswer(std::string_view body);
+  // Checks a worker's reported counts against the gateway's prediction for it (§14).
+  void ObserveFidelity(uint32_t slot, uint32_t predicted_blocks,
+                       const engines::TokenCounts& reported);
   // Keeps the prefill worker's routed experts (its answer's), when the client asked.
   void KeepPromptExperts(boost::json::object& answer, const engines::TokenCounts& counts);
   // Where the phase went wrong, counted against the prefill worker; `why` for the log.
