@@ -44,6 +44,10 @@ struct Route {
   std::string_view method;
   Access access;
   RouteHandler handle;
+  // HEAD is GET without the body (the server drops it): health probes use it.
+  bool Serves(std::string_view request_method) const {
+    return method == request_method || (request_method == "HEAD" && method == "GET");
+  }
   bool Matches(std::string_view request_path) const {
     return path.ends_with('/') ? request_path.starts_with(path) && request_path.size() > path.size()
                                : request_path == path;
@@ -263,14 +267,12 @@ struct Gateway::Impl {
   }
 
   // The route for the request's path and method; else one for its path alone (to answer
-  // 405), else null (404). HEAD is GET without the body (the server drops it).
+  // 405), else null (404).
   const Route* FindRoute(const http::Request& req) const {
     const Route* path_only = nullptr;
     for (const Route& route : routes) {
       if (!route.Matches(req.path)) continue;
-      if (route.method == req.method || (req.method == "HEAD" && route.method == "GET")) {
-        return &route;
-      }
+      if (route.Serves(req.method)) return &route;
       if (path_only == nullptr) path_only = &route;
     }
     return path_only;
@@ -386,7 +388,7 @@ struct Gateway::Impl {
     if (std::optional<Status> no = Denied(*route, req)) {
       return Reply(*r, std::string(route->path), *no);
     }
-    if (route->method != req.method && !(req.method == "HEAD" && route->method == "GET")) {
+    if (!route->Serves(req.method)) {
       return Reply(*r, req.path,
                    {StatusCode::kUnimplemented, fmt::format("use {}", route->method)});
     }
