@@ -349,6 +349,8 @@ struct MockerServer::Impl {
         std::unique_lock lock(mu);
         if (!engine.HasWork() && incoming.empty() && delayed.empty() && !reset_requested) {
           cv.wait_for(lock, std::chrono::milliseconds(50));
+          // Idle time is not lag: the next step takes its full time from now.
+          next = Clock::now();
         }
         while (!incoming.empty()) {
           delayed.push_back(std::move(incoming.front()));
