@@ -7,7 +7,8 @@ namespace {
 
 namespace json = boost::json;
 
-constexpr std::string_view kKindNames[] = {"routed", "first_token", "finished", "heartbeat"};
+constexpr std::string_view kKindNames[] = {"routed", "first_token", "finished", "heartbeat",
+                                           "usage"};
 
 bool ReadUint(const json::object& o, std::string_view key, uint64_t max, uint64_t* out) {
   const json::value* v = o.if_contains(key);
@@ -27,6 +28,15 @@ bool Read(const json::object& o, std::string_view key, Int* out) {
   uint64_t n = 0;
   if (!ReadUint(o, key, std::numeric_limits<Int>::max(), &n)) return false;
   *out = static_cast<Int>(n);
+  return true;
+}
+
+bool ReadInt(const json::object& o, std::string_view key, int64_t* out) {
+  const json::value* v = o.if_contains(key);
+  if (v == nullptr || !(v->is_int64() || (v->is_uint64() && v->as_uint64() <= INT64_MAX))) {
+    return false;
+  }
+  *out = v->to_number<int64_t>();
   return true;
 }
 
@@ -59,6 +69,17 @@ std::string EncodeDelta(const LoadDelta& d) {
       o["replica"] = d.replica;
       o["in_flight"] = d.in_flight;
       break;
+    case DeltaKind::kUsage: {
+      json::array usage;
+      for (const TenantUsage& u : d.usage) {
+        usage.push_back(json::object{{"tenant", u.tenant},
+                                     {"requests", u.requests},
+                                     {"tokens", u.tokens},
+                                     {"in_flight", u.in_flight}});
+      }
+      o["usage"] = std::move(usage);
+      break;
+    }
   }
   return json::serialize(o);
 }
@@ -91,6 +112,20 @@ Status DecodeDelta(std::string_view text, LoadDelta* d) {
     case DeltaKind::kHeartbeat:
       ok = ok && ReadString(o, "replica", &d->replica) && Read(o, "in_flight", &d->in_flight);
       break;
+    case DeltaKind::kUsage: {
+      const json::value* usage = o.if_contains("usage");
+      ok = ok && usage != nullptr && usage->is_array();
+      for (size_t i = 0; ok && i < usage->as_array().size(); ++i) {
+        const json::value& u = usage->as_array()[i];
+        TenantUsage t;
+        ok = u.is_object() && ReadString(u.as_object(), "tenant", &t.tenant) &&
+             Read(u.as_object(), "requests", &t.requests) &&
+             ReadInt(u.as_object(), "tokens", &t.tokens) &&
+             Read(u.as_object(), "in_flight", &t.in_flight);
+        d->usage.push_back(std::move(t));
+      }
+      break;
+    }
   }
   if (!ok) return Status::InvalidArgument("load delta: a field is missing or out of range");
   return Status::Ok();

@@ -1,19 +1,29 @@
 // The messages gateway replicas exchange on NATS subject `kvgate.<cluster>.load` (docs/
 // design.md §11): each replica's own load changes (a request routed, its first token, its
-// end) and a heartbeat every second. One compact JSON object per message, so `nats sub`
-// shows them as they are.
+// end), a heartbeat every second, and its tenants' usage (§13) as it changes. One compact JSON
+// object per message, so `nats sub` shows them as they are.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
 namespace kvgate::cluster {
 
 // The first three in routing::LoadChange::Kind's order (load_sync.cc converts by value).
-enum class DeltaKind : uint8_t { kRouted, kFirstToken, kFinished, kHeartbeat };
+enum class DeltaKind : uint8_t { kRouted, kFirstToken, kFinished, kHeartbeat, kUsage };
+
+// One tenant's use of one replica (docs/design.md §13), shared so that limits hold fleet-wide.
+struct TenantUsage {
+  std::string tenant;      // the tenant's configured name (the same on every replica)
+  uint32_t requests = 0;   // requests it started since the replica's last report
+  int64_t tokens = 0;      // tokens charged since then, less what settling gave back
+  uint32_t in_flight = 0;  // its requests in the replica now
+  bool operator==(const TenantUsage&) const = default;
+};
 
 struct LoadDelta {
   DeltaKind kind = DeltaKind::kHeartbeat;
@@ -30,6 +40,8 @@ struct LoadDelta {
   // kHeartbeat:
   std::string replica;  // a name for people (host:port of the replica)
   uint64_t in_flight = 0;
+  // kUsage:
+  std::vector<TenantUsage> usage;
 };
 
 std::string EncodeDelta(const LoadDelta& delta);

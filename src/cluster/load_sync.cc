@@ -185,7 +185,8 @@ void LoadSync::Receive(std::string_view data) {
     return;
   }
   // A request of another origin must not be counted as this replica's.
-  if (d.kind != DeltaKind::kHeartbeat && routing::RequestOrigin(d.request) != d.origin) {
+  const bool about_a_request = d.kind != DeltaKind::kHeartbeat && d.kind != DeltaKind::kUsage;
+  if (about_a_request && routing::RequestOrigin(d.request) != d.origin) {
     ++bad_messages_;
     return;
   }
@@ -194,11 +195,15 @@ void LoadSync::Receive(std::string_view data) {
     std::lock_guard lock(peers_mu_);
     if (peers_.OnMessage(d.origin, d.seq, Peers::Clock::now()) == Peers::Verdict::kResetThenApply) {
       ++peer_resets_;
-      view_.RemoveOrigin(d.origin);
+      ForgetOrigin(d.origin);
     }
     peer_count_ = peers_.size();
   }
   if (d.kind == DeltaKind::kHeartbeat) return;
+  if (d.kind == DeltaKind::kUsage) {
+    if (ledger_ != nullptr) ledger_->ApplyPeerUsage(d.origin, d.usage);
+    return;
+  }
   routing::LoadChange change{static_cast<routing::LoadChange::Kind>(d.kind), d.request, {}, 0, 0};
   if (d.kind == DeltaKind::kRouted) {
     const std::optional<uint32_t> slot = names_.slot_of(d.worker);
@@ -213,12 +218,18 @@ void LoadSync::Receive(std::string_view data) {
   view_.Apply(change);
 }
 
+void LoadSync::ForgetOrigin(uint16_t origin) {
+  view_.RemoveOrigin(origin);
+  if (ledger_ != nullptr) ledger_->ForgetPeer(origin);
+}
+
 void LoadSync::HeartbeatLoop() {
   std::unique_lock lock(stop_mu_);
   auto next_beat = Peers::Clock::now();
   while (!stop_) {
     const auto now = Peers::Clock::now();
-    if (now >= next_beat) {
+    const bool beat_due = now >= next_beat;
+    if (beat_due) {
       LoadDelta beat;
       beat.kind = DeltaKind::kHeartbeat;
       beat.replica = options_.replica_name;
@@ -226,11 +237,17 @@ void LoadSync::HeartbeatLoop() {
       Publish(std::move(beat));
       next_beat = now + options_.heartbeat;
     }
+    if (ledger_ != nullptr) {
+      LoadDelta usage;
+      usage.kind = DeltaKind::kUsage;
+      usage.usage = ledger_->TakeLocalUsage(/*full=*/beat_due);
+      if (!usage.usage.empty()) Publish(std::move(usage));
+    }
     {
       std::lock_guard peers_lock(peers_mu_);
       for (uint16_t origin : peers_.Expire(now, options_.peer_timeout)) {
         ++peers_expired_;
-        view_.RemoveOrigin(origin);
+        ForgetOrigin(origin);
         Log(LogLevel::kInfo, "peer replica with origin {} fell silent: its load is dropped",
             origin);
       }

@@ -4,6 +4,7 @@
 // replica's `kv` cost counts the whole fleet's in-flight work. A peer silent for 3 s, or
 // whose messages were lost, has its contributions dropped. With NATS down, each replica
 // routes on its own load, the client reconnects in the background, and sync resumes.
+// Tenants' usage (docs/design.md §13) travels on the same subject, every 100 ms it changes.
 #pragma once
 
 #include <atomic>
@@ -20,6 +21,7 @@
 
 #include "cluster/load_delta.h"
 #include "cluster/peers.h"
+#include "cluster/usage_ledger.h"
 #include "common/status.h"
 #include "routing/load_view.h"
 
@@ -59,6 +61,8 @@ class LoadSync : public routing::LocalLoadListener {
   LoadSync(const LoadSync&) = delete;
   LoadSync& operator=(const LoadSync&) = delete;
 
+  // Shares tenants' usage through `ledger` (which must outlive the LoadSync); before Start.
+  void SetUsageLedger(UsageLedger* ledger) { ledger_ = ledger; }
   // Connects (or keeps trying in the background when NATS is down), subscribes, starts the
   // heartbeat. Errors only for a bad URL.
   Status Start();
@@ -74,10 +78,12 @@ class LoadSync : public routing::LocalLoadListener {
   void Publish(LoadDelta delta);
   void Receive(std::string_view data);
   void HeartbeatLoop();
+  void ForgetOrigin(uint16_t origin);  // its load and its tenants' requests (peers_mu_ held)
 
   const LoadSyncOptions options_;
   routing::LoadView& view_;
   const WorkerNames names_;
+  UsageLedger* ledger_ = nullptr;
   const uint64_t instance_;
   std::unique_ptr<Nats> nats_;
   std::function<void(std::string_view)> receive_;  // what cnats's message callback calls

@@ -174,6 +174,7 @@ struct Gateway::Impl {
       cluster::WorkerNames names{[this](uint32_t slot) { return workers->worker(slot).config.id; },
                                  [this](std::string_view id) { return workers->Find(id); }};
       sync = std::make_unique<cluster::LoadSync>(o, *loads, std::move(names));
+      sync->SetUsageLedger(tenants.get());
       if (Status s = sync->Start(); !s.ok()) return s;
     }
     if (!f.etcd_url.empty()) {

@@ -19,12 +19,18 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-routing::RouteRequest RouteRequestOf(const CallPlan& plan) {
+routing::RouteRequest RouteRequestOf(const CallPlan& plan, bool within_fair_share) {
   routing::RouteRequest route;
+  route.within_fair_share = within_fair_share;
   route.local_hashes = plan.local_hashes;
   route.eagle_hashes = plan.eagle_hashes;
   route.prompt_tokens = static_cast<uint32_t>(plan.request.prompt.size());
   return route;
+}
+
+bool WithinFairShare(const CallServices& s, uint32_t tenant) {
+  const uint64_t slots = s.router.RequestSlots();
+  return slots > 0 && s.tenants.WithinFairShare(tenant, slots);
 }
 
 LogRateLimiter experts_log_limiter(5);
@@ -99,7 +105,8 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
     return RejectTenant(s, req.path, *responder, tenant, *refusal);
   }
   bool all_busy = false;
-  std::optional<routing::RouteDecision> decision = s.router.Route(RouteRequestOf(plan), &all_busy);
+  std::optional<routing::RouteDecision> decision =
+      s.router.Route(RouteRequestOf(plan, WithinFairShare(s, tenant)), &all_busy);
   if (!decision && all_busy) return Wait(s, std::move(plan), std::move(responder), tenant, tokens);
   if (!decision) {
     --s.in_flight;
@@ -142,7 +149,8 @@ void InferenceCall::Wait(CallServices& s, CallPlan plan, std::shared_ptr<http::R
       s.tenants.config(tenant).priority,
       charged,
       [&s, held, responder, tenant, charged, enqueued, name] {
-        std::optional<routing::RouteDecision> d = s.router.Route(RouteRequestOf(*held));
+        std::optional<routing::RouteDecision> d =
+            s.router.Route(RouteRequestOf(*held, WithinFairShare(s, tenant)));
         if (!d) return false;
         s.metrics.queue_wait_seconds.Observe({name}, SecondsSince(enqueued));
         Launch(s, std::move(*held), *d, responder, tenant, charged);
@@ -193,7 +201,7 @@ void InferenceCall::Begin() {
 }
 
 bool InferenceCall::RoutePrefill() {
-  routing::RouteRequest route = RouteRequestOf(plan_);
+  routing::RouteRequest route = RouteRequestOf(plan_, false);
   route.prefill_phase = true;
   route.exclude = prefill_failed_;
   std::optional<routing::RouteDecision> d = services_.router.Route(route);
@@ -531,7 +539,7 @@ bool InferenceCall::Retry() {
   // A disaggregated attempt may have failed for its KV's sake (e.g. the prefill worker died
   // before the decode worker fetched it): its decode worker may still serve it whole.
   if (pd_path_ != PdPath::kDisaggregated) failed_.push_back(decision_.worker);
-  routing::RouteRequest again = RouteRequestOf(plan_);
+  routing::RouteRequest again = RouteRequestOf(plan_, WithinFairShare(services_, tenant_));
   again.exclude = failed_;
   auto next = services_.router.Route(again);
   if (!next) return false;  // the caller fails the first decision

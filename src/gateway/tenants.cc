@@ -63,6 +63,7 @@ Tenants::Tenants(std::vector<TenantConfig> tenants) {
     t->config.name = kDefaultTenant;
     tenants_.push_back(std::move(t));
   }
+  for (uint32_t i = 0; i < tenants_.size(); ++i) by_name_.emplace(tenants_[i]->config.name, i);
 }
 
 std::optional<uint32_t> Tenants::Find(std::string_view authorization) const {
@@ -78,7 +79,7 @@ std::optional<Tenants::Refusal> Tenants::Begin(uint32_t tenant, Clock::time_poin
   Tenant& t = *tenants_[tenant];
   const TenantLimits& l = t.config.limits;
   std::lock_guard lock(t.mu);
-  if (l.max_concurrent && t.counters.in_flight >= l.max_concurrent) {
+  if (l.max_concurrent && t.counters.in_flight + t.peers_in_flight >= l.max_concurrent) {
     ++t.counters.rejected[static_cast<size_t>(Rejection::kConcurrency)];
     return Refusal{Rejection::kConcurrency, 1};
   }
@@ -90,6 +91,7 @@ std::optional<Tenants::Refusal> Tenants::Begin(uint32_t tenant, Clock::time_poin
     }
     t.requests.level -= 1;
   }
+  ++t.unreported_requests;
   ++t.counters.in_flight;
   return std::nullopt;
 }
@@ -110,6 +112,7 @@ std::optional<Tenants::Refusal> Tenants::Charge(uint32_t tenant, uint64_t tokens
     }
     t.tokens.level -= static_cast<double>(tokens);
   }
+  t.unreported_tokens += static_cast<int64_t>(tokens);
   ++t.counters.admitted;
   return std::nullopt;
 }
@@ -118,6 +121,8 @@ void Tenants::End(uint32_t tenant, uint64_t charged, uint64_t used) {
   Tenant& t = *tenants_[tenant];
   std::lock_guard lock(t.mu);
   if (t.counters.in_flight > 0) --t.counters.in_flight;
+  if (charged > 0)
+    t.unreported_tokens += static_cast<int64_t>(used) - static_cast<int64_t>(charged);
   if (t.config.limits.tokens_per_min && charged > 0) {
     // Settled to what it really used: the rest comes back (or more goes).
     t.tokens.level = std::min(t.tokens.per_min, t.tokens.level + static_cast<double>(charged) -
@@ -125,10 +130,68 @@ void Tenants::End(uint32_t tenant, uint64_t charged, uint64_t used) {
   }
 }
 
+bool Tenants::WithinFairShare(uint32_t tenant, uint64_t slots) const {
+  uint64_t active = 0, held = 0;
+  for (uint32_t i = 0; i < tenants_.size(); ++i) {
+    const uint32_t in_flight = counters(i).in_flight;
+    active += in_flight > 0;
+    if (i == tenant) held = in_flight;  // (counting the request starting)
+  }
+  return active >= 2 && held * active <= slots;
+}
+
 Tenants::Counters Tenants::counters(uint32_t tenant) const {
   const Tenant& t = *tenants_[tenant];
   std::lock_guard lock(t.mu);
   return t.counters;
+}
+
+std::vector<cluster::TenantUsage> Tenants::TakeLocalUsage(bool full) {
+  std::vector<cluster::TenantUsage> usage;
+  for (const auto& t : tenants_) {
+    std::lock_guard lock(t->mu);
+    const uint32_t in_flight = t->counters.in_flight;
+    if (t->unreported_requests == 0 && t->unreported_tokens == 0 &&
+        in_flight == t->reported_in_flight && !(full && in_flight > 0)) {
+      continue;
+    }
+    usage.push_back({t->config.name, t->unreported_requests, t->unreported_tokens, in_flight});
+    t->unreported_requests = 0;
+    t->unreported_tokens = 0;
+    t->reported_in_flight = in_flight;
+  }
+  return usage;
+}
+
+void Tenants::ApplyPeerUsage(uint16_t origin, const std::vector<cluster::TenantUsage>& usage) {
+  const Clock::time_point now = Clock::now();
+  for (const cluster::TenantUsage& u : usage) {
+    auto found = by_name_.find(u.tenant);
+    if (found == by_name_.end()) continue;  // configured on the peer only
+    Tenant& t = *tenants_[found->second];
+    std::lock_guard lock(t.mu);
+    if (t.config.limits.requests_per_min) {
+      t.requests.Refill(now);
+      t.requests.level -= u.requests;  // may go below zero: the fleet overdrew it
+    }
+    if (t.config.limits.tokens_per_min) {
+      t.tokens.Refill(now);
+      t.tokens.level = std::min(t.tokens.per_min, t.tokens.level - static_cast<double>(u.tokens));
+    }
+    uint32_t& held = t.peer_in_flight[origin];
+    t.peers_in_flight = t.peers_in_flight - held + u.in_flight;
+    held = u.in_flight;
+  }
+}
+
+void Tenants::ForgetPeer(uint16_t origin) {
+  for (const auto& t : tenants_) {
+    std::lock_guard lock(t->mu);
+    auto it = t->peer_in_flight.find(origin);
+    if (it == t->peer_in_flight.end()) continue;
+    t->peers_in_flight -= it->second;
+    t->peer_in_flight.erase(it);
+  }
 }
 
 }  // namespace kvgate::gateway

@@ -2,7 +2,8 @@
 // tenant buys: requests and tokens per minute (token buckets that refill continuously) and
 // requests at once. A request's tokens are charged up front (prompt + max tokens, 256 when
 // unset) and settled to the real count when it ends. Over a limit the answer says how many
-// seconds until there is room. Thread-safe.
+// seconds until there is room. With gateway replicas (fleet mode) each one's usage counts
+// at the others too (cluster::UsageLedger), so the limits hold fleet-wide. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -12,8 +13,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "cluster/usage_ledger.h"
 #include "common/status.h"
 
 namespace kvgate::gateway {
@@ -36,7 +39,7 @@ struct TenantConfig {
 enum class Rejection : uint8_t { kRequests, kTokens, kConcurrency };
 std::string_view RejectionName(Rejection r);
 
-class Tenants {
+class Tenants : public cluster::UsageLedger {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -67,12 +70,22 @@ class Tenants {
   // `used` (0 when not charged).
   void End(uint32_t tenant, uint64_t charged, uint64_t used);
 
+  // Whether the tenant, with the request it is starting, holds no more than its fair share
+  // of `slots` request slots: an equal part for each tenant with requests in the gateway
+  // (in flight or waiting). A tenant alone has no share to protect: false.
+  bool WithinFairShare(uint32_t tenant, uint64_t slots) const;
+
   struct Counters {
     uint64_t admitted = 0;
     uint64_t rejected[3] = {};  // by Rejection
     uint32_t in_flight = 0;
   };
   Counters counters(uint32_t tenant) const;
+
+  // cluster::UsageLedger: usage shared with peer replicas (tenants matched by name).
+  std::vector<cluster::TenantUsage> TakeLocalUsage(bool full) override;
+  void ApplyPeerUsage(uint16_t origin, const std::vector<cluster::TenantUsage>& usage) override;
+  void ForgetPeer(uint16_t origin) override;
 
  private:
   // A per-minute budget: holds up to `per_min`, refilled continuously.
@@ -89,8 +102,15 @@ class Tenants {
     mutable std::mutex mu;
     Bucket requests, tokens;
     Counters counters;
+    // Not yet reported to peers: requests started, tokens charged (net of settling).
+    uint32_t unreported_requests = 0;
+    int64_t unreported_tokens = 0;
+    uint32_t reported_in_flight = 0;
+    std::unordered_map<uint16_t, uint32_t> peer_in_flight;  // by peer origin
+    uint32_t peers_in_flight = 0;                           // their sum
   };
   std::vector<std::unique_ptr<Tenant>> tenants_;
+  std::unordered_map<std::string, uint32_t> by_name_;
   bool keyed_ = false;
 };
 

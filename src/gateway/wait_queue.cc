@@ -33,7 +33,14 @@ bool WaitQueue::Push(Ticket ticket) {
   if (stop_ || size_ >= options_.max_size) return false;
   Level& level = levels_[ticket.priority];
   auto& queue = level.queues[ticket.tenant];
-  if (queue.empty()) level.turn.push_back(ticket.tenant);
+  if (queue.empty()) {
+    // A tenant that had nothing waiting is sparse: it used less than its share, so it takes
+    // the next turn rather than the last (as FQ-CoDel's new flows do); the tenant whose
+    // turn it interrupts resumes after it.
+    if (!level.new_turn && !level.turn.empty()) level.interrupted.insert(level.turn.front());
+    level.turn.push_front(ticket.tenant);
+    level.new_turn = true;
+  }
   queue.push_back({std::move(ticket), Clock::now()});
   ++size_;
   return true;
@@ -48,6 +55,7 @@ void WaitQueue::Drop(Level& level, uint32_t tenant) {
   if (!level.turn.empty() && level.turn.front() == tenant) level.new_turn = true;
   level.queues.erase(tenant);
   level.deficit.erase(tenant);  // an idle tenant keeps no credit (DRR)
+  level.interrupted.erase(tenant);
   std::erase(level.turn, tenant);
 }
 
@@ -88,7 +96,8 @@ void WaitQueue::PumpLocked(std::vector<Leave>& left) {
         }
         uint64_t& deficit = level.deficit[tenant];
         if (level.new_turn) {
-          deficit += options_.quantum_tokens;
+          // An interrupted turn resumes with what was left of it.
+          if (!level.interrupted.erase(tenant)) deficit += options_.quantum_tokens;
           level.new_turn = false;
         }
         if (deficit < head.ticket.tokens) {

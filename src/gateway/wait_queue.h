@@ -1,8 +1,9 @@
 // Requests waiting for a worker (docs/design.md §13): when every worker that could serve a
 // request is busy, it waits here, bounded in number and time. Who goes next: the highest
 // tenant priority; within it, deficit round robin between tenants by tokens (a tenant
-// sending ten times the tokens does not get ten times the turns); within a tenant, arrival
-// order. A request whose client left is dropped. Thread-safe.
+// sending ten times the tokens does not get ten times the turns; a tenant with nothing
+// waiting goes first when a request of its arrives); within a tenant, arrival order. A request
+// whose client left is dropped. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -65,7 +67,8 @@ class WaitQueue {
     std::deque<uint32_t> turn;
     std::map<uint32_t, std::deque<Waiting>> queues;
     std::map<uint32_t, uint64_t> deficit;
-    bool new_turn = true;  // the front tenant has not had this turn's quantum yet
+    bool new_turn = true;            // the front tenant has not had this turn's quantum yet
+    std::set<uint32_t> interrupted;  // turns cut short by a sparse tenant (see Push)
   };
   void PumpLocked(std::vector<Leave>& left);
   void Sweep();  // timeouts and clients that left (on the sweeper thread)

@@ -60,6 +60,11 @@ struct RouteRequest {
   // Disaggregation (docs/design.md §12): a prefill phase goes to prefill workers only;
   // anything else (whole requests, decode phases) to the others.
   bool prefill_phase = false;
+  // Overload (docs/design.md §13): the request's tenant, with this request, holds no more
+  // than its fair share of the fleet's request slots, so a worker full by request count still takes
+  // it (a worker full by prefill tokens does not). Keeps a flooding tenant from taking a light
+  // one's turn while bounding how far past the cap anyone goes (by that fair share).
+  bool within_fair_share = false;
 };
 
 // One worker the policy may pick, with what the policy decides on. Policies fill `cost`

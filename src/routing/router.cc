@@ -24,6 +24,14 @@ void Router::AddWorker(kv::WorkerKey worker, bool prefill_only) {
   workers_.push_back({worker, false, prefill_only});
 }
 
+uint64_t Router::RequestSlots() const {
+  std::lock_guard lock(mu_);
+  const auto whole = std::count_if(workers_.begin(), workers_.end(), [](const WorkerState& w) {
+    return !w.draining && !w.prefill_only;
+  });
+  return static_cast<uint64_t>(whole) * config_.worker_max_requests;
+}
+
 bool Router::HasRoutable(bool prefill_phase) const {
   std::lock_guard lock(mu_);
   return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerState& w) {
@@ -84,7 +92,8 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* al
     if (std::find(request.exclude.begin(), request.exclude.end(), w.key) != request.exclude.end())
       continue;
     Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};
-    if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests) ||
+    if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests &&
+         !request.within_fair_share) ||
         (config_.worker_max_prefill_tokens &&
          c.load.prefill_tokens >= config_.worker_max_prefill_tokens)) {
       busy = true;  // full: the request goes elsewhere, or waits

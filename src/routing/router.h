@@ -37,6 +37,9 @@ class Router {
   void DrainWorker(kv::WorkerKey worker);
   void RemoveWorker(kv::WorkerKey worker);
   std::vector<kv::WorkerKey> RoutableWorkers() const;
+  // Request slots of the workers that take whole requests: their number times
+  // `worker_max_requests` (0 without that cap).
+  uint64_t RequestSlots() const;
   // Whether some worker could take a prefill phase (or, with false, anything else).
   bool HasRoutable(bool prefill_phase) const;
 

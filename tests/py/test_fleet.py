@@ -38,10 +38,11 @@ def kill_replica(gw):
     gw.log.close()
 
 
-def long_stream(gw, prompt, max_tokens=3000):
+def long_stream(gw, prompt, max_tokens=3000, headers=None):
     """Starts a long streaming completion and waits for its first token (so it is routed and
     past prefill); the caller closes it."""
-    r = gw.open_stream({"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True})
+    r = gw.open_stream({"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True},
+                       headers=headers)
     while not r.readline().startswith(b"data: "):
         pass
     return r
@@ -255,6 +256,60 @@ class FleetTest(unittest.TestCase):
         finally:
             gw.close()
             m.close()
+
+
+class TenantLimitsAcrossReplicasTest(unittest.TestCase):
+    """With NATS, a tenant's limits hold for the fleet (docs/design.md §13): what it uses at
+    one replica counts at the others within one report interval (100 ms)."""
+
+    def test_requests_per_minute_and_concurrency_hold_fleet_wide(self):
+        nats = Nats()
+        mocker = Mocker(speedup="1")
+        config = {"workers": [worker_config(mocker)],
+                  "tenants": [{"name": "team", "api_keys": ["sk-team"],
+                               "limits": {"requests_per_min": 4, "max_concurrent": 1}},
+                              {"name": "other", "api_keys": ["sk-other"]}]}
+        a = Gateway("--block-size", str(BLOCK), "--nats", nats.url, config=config)
+        b = Gateway("--block-size", str(BLOCK), "--nats", nats.url, config=config)
+        team = {"Authorization": "Bearer sk-team"}
+
+        def ask(gw, key="sk-team"):
+            status, body = gw.post("/v1/completions", {"prompt": [5] * 20, "max_tokens": 2},
+                                   headers={"Authorization": f"Bearer {key}"})
+            return status, body
+
+        def rejected(gw, reason):
+            return gw.metric("kvgate_tenant_rejected_total", tenant="team", reason=reason)
+
+        try:
+            for gw in (a, b):
+                gw.wait_metric("kvgate_cluster_peers", lambda v: v == 1, timeout=5)
+            # Concurrency: the team's one request at a time is running at A.
+            stream = long_stream(a, [7] * 40, headers=team)
+            try:
+                time.sleep(0.5)
+                status, body = ask(b)
+                self.assertEqual(status, 429, body)
+                self.assertEqual(body["error"]["type"], "rate_limit_exceeded")
+                self.assertEqual(rejected(b, "max_concurrent"), 1)
+                self.assertEqual(ask(b, "sk-other")[0], 200)  # another tenant is served
+            finally:
+                stream.close()
+            wait_until(lambda: ask(b)[0] == 200, 5, "B serves the team once A's request ended")
+            time.sleep(0.5)  # and A hears that B's request ended
+            # Requests per minute: 2 used so far (one at each); 2 more at A make 4.
+            for _ in range(2):
+                self.assertEqual(ask(a)[0], 200)
+            time.sleep(0.5)
+            status, body = ask(b)  # B itself served only one of the team's requests
+            self.assertEqual(status, 429, body)
+            self.assertEqual(rejected(b, "requests_per_min"), 1)
+            self.assertEqual(ask(a)[0], 429)
+        finally:
+            a.close()
+            b.close()
+            mocker.close()
+            nats.close()
 
 
 class HerdingTest(unittest.TestCase):

@@ -97,11 +97,12 @@ class Gateway:
         assert events[-1] == "[DONE]", events
         return [json.loads(e) for e in events[:-1]]
 
-    def open_stream(self, body, path="/v1/completions"):
+    def open_stream(self, body, path="/v1/completions", headers=None):
         """A streaming request whose response the caller reads as it arrives."""
         req = urllib.request.Request(self.url + path, method="POST",
                                      data=json.dumps({**body, "stream": True}).encode(),
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json",
+                                              **(headers or {})})
         return urllib.request.urlopen(req, timeout=20)
 
     def metric(self, name, **labels):

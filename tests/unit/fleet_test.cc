@@ -88,7 +88,10 @@ TEST(LoadDelta, EveryKindRoundTrips) {
   cluster::LoadDelta first = routed, finished = routed;
   first.kind = DeltaKind::kFirstToken;
   finished.kind = DeltaKind::kFinished;
-  for (const cluster::LoadDelta& d : {routed, first, finished, beat}) {
+  cluster::LoadDelta usage;
+  usage.kind = DeltaKind::kUsage;
+  usage.usage = {{"team-a", 3, -700, 2}, {"team-b", 0, 0, 0}};
+  for (const cluster::LoadDelta& d : {routed, first, finished, beat, usage}) {
     cluster::LoadDelta back;
     ASSERT_TRUE(cluster::DecodeDelta(cluster::EncodeDelta(d), &back).ok());
     EXPECT_EQ(cluster::EncodeDelta(back), cluster::EncodeDelta(d));
@@ -96,6 +99,8 @@ TEST(LoadDelta, EveryKindRoundTrips) {
               std::tuple(d.kind, d.instance, d.origin, d.seq));
   }
   cluster::LoadDelta back;
+  ASSERT_TRUE(cluster::DecodeDelta(cluster::EncodeDelta(usage), &back).ok());
+  EXPECT_EQ(back.usage, usage.usage);
   ASSERT_TRUE(cluster::DecodeDelta(cluster::EncodeDelta(routed), &back).ok());
   EXPECT_EQ(
       std::tuple(back.request, back.worker, back.dp_rank, back.prefill_tokens, back.decode_blocks),
@@ -113,6 +118,10 @@ TEST(LoadDelta, MalformedMessagesAreRefused) {
            R"({"kind":"finished","instance":1,"origin":70000,"seq":1,"request":5})",
            R"({"kind":"routed","instance":1,"origin":1,"seq":1,"request":5,"worker":"w",)"
            R"("dp_rank":0,"prefill_tokens":-4,"decode_blocks":1})",
+           R"({"kind":"usage","instance":1,"origin":1,"seq":1})",  // no usage
+           R"({"kind":"usage","instance":1,"origin":1,"seq":1,"usage":[{"tenant":"a"}]})",
+           R"({"kind":"usage","instance":1,"origin":1,"seq":1,"usage":[{"tenant":"a",)"
+           R"("requests":1,"tokens":"many","in_flight":0}]})",
        }) {
     cluster::LoadDelta d;
     EXPECT_FALSE(cluster::DecodeDelta(text, &d).ok()) << text;

@@ -138,6 +138,31 @@ TEST(Router, LoadWinsWhenTheCachedWorkerIsSaturated) {
   EXPECT_EQ(d->worker.worker, 0u);
 }
 
+TEST(Router, BusyWorkersTakeNothingButATenantWithinItsFairShareSkipsTheRequestCap) {
+  Fixture f(8);
+  RouterConfig c = Config(Policy::kKv);
+  c.worker_max_requests = 2;
+  c.worker_max_prefill_tokens = 1000;
+  Router r(c, &f.index);
+  r.AddWorker({0, 0});
+  r.AddWorker({1, 0});
+  EXPECT_EQ(r.RequestSlots(), 4u);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(r.Route({{}, 10, {}, {}}));
+  bool all_busy = false;
+  EXPECT_FALSE(r.Route({{}, 10, {}, {}}, &all_busy));  // two each: all busy
+  EXPECT_TRUE(all_busy);
+  RouteRequest within{{}, 10, {}, {}};
+  within.within_fair_share = true;
+  EXPECT_TRUE(r.Route(within));  // past the request cap ...
+  within.prompt_tokens = 2000;
+  ASSERT_TRUE(r.Route(within));  // (a worker with no prefill backlog takes any prompt)
+  auto d = r.Route(within);
+  ASSERT_TRUE(d);
+  within.prompt_tokens = 10;
+  EXPECT_FALSE(r.Route(within, &all_busy));  // ... but not past the prefill-token cap
+  EXPECT_TRUE(all_busy);
+}
+
 TEST(Router, TiesPreferFewerCachedBlocksThenSpreadRandomly) {
   Fixture f(2);
   Router r(Config(Policy::kKv), &f.index);

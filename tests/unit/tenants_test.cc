@@ -69,5 +69,81 @@ TEST(Tenants, TokensAreChargedUpFrontAndSettledToWhatWasUsed) {
   EXPECT_EQ(t.counters(1).admitted, 3u);
 }
 
+TEST(Tenants, FairShareOfRequestSlotsCountsTenantsWithRequestsInTheGateway) {
+  Tenants t(Two());
+  ASSERT_FALSE(t.Begin(0));
+  EXPECT_FALSE(t.WithinFairShare(0, 8));  // alone: nothing to share
+  ASSERT_FALSE(t.Begin(1));
+  EXPECT_TRUE(t.WithinFairShare(1, 8));  // 1 of 8 slots, 2 tenants: share 4
+  ASSERT_FALSE(t.Begin(0));
+  EXPECT_TRUE(t.WithinFairShare(0, 4));  // 2 (with the one starting) of 4: its share
+  EXPECT_FALSE(t.WithinFairShare(0, 3));
+}
+
+// Two replicas of one gateway, each reporting to the other (as cluster::LoadSync does).
+struct Replicas {
+  std::vector<TenantConfig> config = {TenantConfig{"t", {"sk-t"}, "", 0, TenantLimits{5, 1000, 2}}};
+  Tenants a{config}, b{config};
+  void Sync() {
+    b.ApplyPeerUsage(1, a.TakeLocalUsage(false));
+    a.ApplyPeerUsage(2, b.TakeLocalUsage(false));
+  }
+};
+
+TEST(TenantsAcrossReplicas, RequestsPerMinuteHoldFleetWide) {
+  Replicas r;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_FALSE(r.a.Begin(0));
+    r.a.End(0, 0, 0);
+  }
+  r.Sync();
+  ASSERT_FALSE(r.b.Begin(0));  // the fifth of the minute
+  r.b.End(0, 0, 0);
+  auto refusal = r.b.Begin(0);
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->why, Rejection::kRequests);
+  r.Sync();
+  refusal = r.a.Begin(0);
+  ASSERT_TRUE(refusal);  // and at A, once B's use reached it
+  EXPECT_EQ(refusal->why, Rejection::kRequests);
+}
+
+TEST(TenantsAcrossReplicas, TokensCountWhereverTheyWereChargedAndSettled) {
+  Replicas r;
+  ASSERT_FALSE(r.a.Begin(0));
+  ASSERT_FALSE(r.a.Charge(0, 800));
+  r.Sync();
+  ASSERT_FALSE(r.b.Begin(0));
+  auto refusal = r.b.Charge(0, 300);  // 200 left of the fleet's 1000
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->why, Rejection::kTokens);
+  r.a.End(0, 800, 100);  // it used 100: 700 come back, at B too
+  r.Sync();
+  ASSERT_FALSE(r.b.Begin(0));
+  EXPECT_FALSE(r.b.Charge(0, 300));
+}
+
+TEST(TenantsAcrossReplicas, ConcurrencyCountsPeersUntilTheyEndOrAreForgotten) {
+  Replicas r;
+  ASSERT_FALSE(r.a.Begin(0));
+  ASSERT_FALSE(r.a.Begin(0));
+  r.Sync();
+  auto refusal = r.b.Begin(0);  // 2 at once, both at A
+  ASSERT_TRUE(refusal);
+  EXPECT_EQ(refusal->why, Rejection::kConcurrency);
+  r.a.End(0, 0, 0);
+  r.Sync();
+  EXPECT_FALSE(r.b.Begin(0));  // one ended at A: room for one
+  r.b.End(0, 0, 0);
+  // A full report repeats what is in flight even when nothing changed (a late peer learns it).
+  EXPECT_TRUE(r.a.TakeLocalUsage(false).empty());
+  EXPECT_EQ(r.a.TakeLocalUsage(true), (std::vector<cluster::TenantUsage>{{"t", 0, 0, 1}}));
+  ASSERT_FALSE(r.a.Begin(0));
+  r.Sync();
+  ASSERT_TRUE(r.b.Begin(0));
+  r.b.ForgetPeer(1);  // A fell silent: its requests no longer count here
+  EXPECT_FALSE(r.b.Begin(0));
+}
+
 }  // namespace
 }  // namespace kvgate::gateway

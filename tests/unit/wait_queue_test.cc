@@ -61,9 +61,22 @@ TEST(WaitQueue, PriorityFirstThenTenantsTakeTurnsByTokens) {
   EXPECT_EQ(h.queue.size(), 7u);
   for (int i = 0; i < 7; ++i) h.Release(1);
   // 100 tokens a turn: a takes one a turn, b one every other turn (its requests cost two
-  // turns' worth): tokens, not requests, are shared.
-  EXPECT_EQ(h.Started(), (std::vector<std::string>{"vip", "a0", "a1", "b0", "a2", "a3", "b1"}));
+  // turns' worth): tokens, not requests, are shared. b came last to an empty queue of its
+  // own, so its turn came first.
+  EXPECT_EQ(h.Started(), (std::vector<std::string>{"vip", "a0", "b0", "a1", "a2", "b1", "a3"}));
   EXPECT_EQ(h.queue.size(), 0u);
+}
+
+TEST(WaitQueue, ASparseTenantGoesNextAndTheTurnItCutResumesWithWhatWasLeft) {
+  Harness h;
+  // 50-token requests, 100 tokens a turn: two requests a turn.
+  for (char i : {'0', '1', '2'}) ASSERT_TRUE(h.Push(0, 0, 50, std::string{'a', i}));
+  for (char i : {'0', '1', '2'}) ASSERT_TRUE(h.Push(2, 0, 50, std::string{'c', i}));
+  h.Release(1);  // c (last to arrive with an empty queue) starts its turn: c0, 50 left
+  ASSERT_TRUE(h.Push(1, 0, 50, "b0"));  // b had nothing waiting: it goes next
+  for (int i = 0; i < 6; ++i) h.Release(1);
+  // c's interrupted turn resumes with its 50 left (c1), not a fresh quantum.
+  EXPECT_EQ(h.Started(), (std::vector<std::string>{"c0", "b0", "c1", "a0", "a1", "c2", "a2"}));
 }
 
 TEST(WaitQueue, ClientsThatLeftAreDroppedAndCloseAnswersTheRest) {
