@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "engines/engines.h"
 #include "http/server.h"
+#include "routing/policy.h"
 
 namespace kvgate::gateway {
 
@@ -47,6 +48,9 @@ struct CallPlan {
   std::string body_;                  // ready as it is ...
   boost::json::object experts_body_;  // ... or finished per engine (routed experts)
 };
+
+// What the router needs of the plan (it must outlive the result: spans into it).
+routing::RouteRequest RouteRequestOf(const CallPlan& plan, bool within_fair_share);
 
 // Reads `req` to `api`. Errors carry their code (kInvalidArgument, kNotFound for an
 // unknown model) and the message the client gets.

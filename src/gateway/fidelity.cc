@@ -19,6 +19,7 @@ void Fidelity::Observe(uint32_t worker, uint64_t own_prompt_tokens,
   Entry& e = workers_[worker];
   ++e.requests;
   e.predicted += predicted_cached_tokens;
+  e.prompt += *reported.prompt;
   if (reported.cached) e.reported += *reported.cached;
   if (*reported.prompt == own_prompt_tokens) {
     e.mismatch_run = 0;
@@ -86,6 +87,7 @@ WorkerFidelity Fidelity::Get(uint32_t worker) const {
   out.prompt_tokens_mismatch = e.mismatches;
   out.predicted_cached_tokens = e.predicted;
   out.reported_cached_tokens = e.reported;
+  out.prompt_tokens = e.prompt;
   std::lock_guard lock(e.mu);
   out.canary = e.canary;
   out.flag = e.flag;

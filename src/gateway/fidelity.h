@@ -21,8 +21,9 @@ struct WorkerFidelity {
   uint64_t prompt_tokens_mismatch = 0;
   uint64_t predicted_cached_tokens = 0;
   uint64_t reported_cached_tokens = 0;
-  std::string canary;  // "" until one ran: ok, no_events, block_size_mismatch, ...
-  std::string flag;    // why the worker is flagged; empty: it is not
+  uint64_t prompt_tokens = 0;  // the engine's count over those responses (for the hit rate)
+  std::string canary;          // "" until one ran: ok, no_events, block_size_mismatch, ...
+  std::string flag;            // why the worker is flagged; empty: it is not
 };
 
 class Fidelity {
@@ -46,7 +47,7 @@ class Fidelity {
 
  private:
   struct Entry {
-    std::atomic<uint64_t> requests{0}, mismatches{0}, predicted{0}, reported{0};
+    std::atomic<uint64_t> requests{0}, mismatches{0}, predicted{0}, reported{0}, prompt{0};
     std::atomic<uint32_t> mismatch_run{0};
     mutable std::mutex mu;  // guards the strings
     std::string canary, flag;

@@ -15,9 +15,11 @@
 #include "discovery/etcd_discovery.h"
 #include "events/subscriber.h"
 #include "gateway/canary.h"
+#include "gateway/dashboard.h"
 #include "gateway/fidelity.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/inference_call.h"
+#include "gateway/route_explain.h"
 #include "gateway/worker_pool.h"
 #include "http/client.h"
 #include "http/event_loop.h"
@@ -81,6 +83,7 @@ struct Gateway::Impl {
   std::unique_ptr<WorkQueue> prompt_workers;
   std::unique_ptr<Tenants> tenants;
   std::unique_ptr<WaitQueue> queue;
+  DecisionLog decisions;
   std::unique_ptr<CallServices> calls;
   std::vector<Route> routes;
   std::unique_ptr<http::Server> server;
@@ -237,6 +240,18 @@ struct Gateway::Impl {
         // POST /admin/workers/{id}/probe: runs the canary, answers with its result.
         {"/admin/workers/", "POST", Access::kAdmin,
          [this](http::Request& req, Responder r) { Probe(req.path, std::move(r)); }},
+        {"/admin/route/explain", "POST", Access::kAdmin,
+         [this](http::Request& req, Responder r) { Explain(req, std::move(r)); }},
+        {"/admin/decisions", "GET", Access::kAdmin,
+         [this](http::Request&, Responder r) {
+           r->Send(200, "application/json", decisions.Json(100));
+         }},
+        // The page is static; its data comes from the admin API (with the admin key the
+        // page is given, if any).
+        {"/dashboard", "GET", Access::kOpen,
+         [](http::Request&, Responder r) {
+           r->Send(200, "text/html; charset=utf-8", std::string(DashboardHtml()));
+         }},
     };
   }
 
@@ -318,15 +333,38 @@ struct Gateway::Impl {
     entry["fidelity"] = json::object{{"requests", f.requests},
                                      {"prompt_tokens_mismatch", f.prompt_tokens_mismatch},
                                      {"predicted_cached_tokens", f.predicted_cached_tokens},
-                                     {"reported_cached_tokens", f.reported_cached_tokens}};
+                                     {"reported_cached_tokens", f.reported_cached_tokens},
+                                     {"prompt_tokens", f.prompt_tokens}};
     entry["flagged"] = f.flag.empty() ? json::value(nullptr) : json::value(f.flag);
     return entry;
   }
 
+  void Explain(const http::Request& req, Responder r) {
+    std::string body;
+    const Status st = ExplainRoute(
+        *calls, req, [this](uint32_t slot) { return workers->worker(slot).config.id; }, &body);
+    if (!st.ok()) return Reply(*r, "/admin/route/explain", st);
+    metrics.requests.Add({"/admin/route/explain", "200"});
+    r->Send(200, "application/json", body);
+  }
+
   std::string WorkersBody() const {
+    // Blocks per tier, summed over each worker's dp ranks (one scan of the index).
+    std::vector<std::array<uint64_t, wire::kNumTiers>> blocks(workers->size());
+    for (const auto& [key, tiers] : index->BlocksByTier()) {
+      if (key.worker >= blocks.size()) continue;
+      for (int t = 0; t < wire::kNumTiers; ++t) blocks[key.worker][t] += tiers[t];
+    }
     json::array list;
     for (uint32_t slot = 0; slot < workers->size(); ++slot) {
-      if (workers->present(slot)) list.push_back(WorkerEntry(slot));
+      if (!workers->present(slot)) continue;
+      json::object entry = WorkerEntry(slot);
+      json::object tiers;
+      for (int t = 0; t < wire::kNumTiers; ++t) {
+        tiers[wire::TierName(static_cast<wire::Tier>(t))] = blocks[slot][t];
+      }
+      entry["blocks"] = std::move(tiers);
+      list.push_back(std::move(entry));
     }
     return json::serialize(json::object{{"workers", std::move(list)}});
   }
@@ -478,7 +516,8 @@ Status Gateway::Start() {
   g.queue = std::make_unique<WaitQueue>(
       WaitQueue::Options{c.limits.queue_size, c.limits.queue_timeout, 4096});
   g.calls.reset(new CallServices{g.model, *g.router, *g.workers, *g.client, g.metrics, *g.fidelity,
-                                 c.limits, c.pd, *g.tenants, *g.queue, *g.prompt_workers});
+                                 c.limits, c.pd, *g.tenants, *g.queue, *g.prompt_workers,
+                                 g.decisions});
   g.BuildRoutes();
   if (Status s = g.StartFleet(); !s.ok()) return s;
 

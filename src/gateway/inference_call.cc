@@ -19,15 +19,6 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-routing::RouteRequest RouteRequestOf(const CallPlan& plan, bool within_fair_share) {
-  routing::RouteRequest route;
-  route.within_fair_share = within_fair_share;
-  route.local_hashes = plan.local_hashes;
-  route.eagle_hashes = plan.eagle_hashes;
-  route.prompt_tokens = static_cast<uint32_t>(plan.request.prompt.size());
-  return route;
-}
-
 bool WithinFairShare(const CallServices& s, uint32_t tenant) {
   const uint64_t slots = s.router.RequestSlots();
   return slots > 0 && s.tenants.WithinFairShare(tenant, slots);
@@ -128,6 +119,12 @@ void InferenceCall::Launch(CallServices& s, CallPlan plan, routing::RouteDecisio
           plan.request.prompt_fallback, plan.request.prompt_error);
     }
   }
+  s.decisions.Record({std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count(),
+                      decision, s.workers.worker(decision.worker.worker).config.id,
+                      s.tenants.config(tenant).name,
+                      static_cast<uint32_t>(plan.request.prompt.size())});
   auto call =
       std::make_shared<InferenceCall>(s, std::move(plan), decision, responder, tenant, charged);
   responder->OnDisconnect([weak = std::weak_ptr<InferenceCall>(call)] {

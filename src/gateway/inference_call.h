@@ -17,6 +17,7 @@
 #include "common/work_queue.h"
 #include "gateway/call_plan.h"
 #include "gateway/config.h"
+#include "gateway/decision_log.h"
 #include "gateway/tenants.h"
 #include "gateway/wait_queue.h"
 #include "http/client.h"
@@ -42,6 +43,7 @@ struct CallServices {
   Tenants& tenants;
   WaitQueue& queue;           // requests waiting for a free worker
   WorkQueue& prompt_workers;  // where large prompts are templated and tokenized
+  DecisionLog& decisions;     // the latest routing decisions (dashboard)
   std::atomic<int64_t> in_flight{0};
 };
 

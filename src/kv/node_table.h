@@ -52,6 +52,18 @@ class NodeTable {
     return {e.h, e.h[1] == 0 ? size_t{1} : size_t{2}};
   }
 
+  // Calls `fn(holder_word)` for every holder of every node (a full scan: for reports).
+  template <typename Fn>
+  void ForEachHolder(Fn&& fn) const {
+    for (const Entry& e : entries_) {
+      if (e.key == 0) continue;
+      for (uint32_t word : e.h[0] == kOverflow ? std::span<const uint32_t>(overflow_[e.h[1]])
+                                               : std::span<const uint32_t>(e.h, e.h[1] ? 2 : 1)) {
+        fn(word);
+      }
+    }
+  }
+
   // Sets `tier_bit` for `slot` on node `key`, creating the node if needed.
   void Attach(uint64_t key, uint32_t slot, uint32_t tier_bit);
   // Clears `tier_mask` for `slot` on node `key`; returns the tier bits `slot` still has there

@@ -331,6 +331,22 @@ void PrefixIndex::Match(std::span<const uint64_t> local_hashes, std::vector<Over
   }
 }
 
+std::vector<std::pair<WorkerKey, std::array<uint64_t, wire::kNumTiers>>> PrefixIndex::BlocksByTier()
+    const {
+  std::shared_lock lock(mu_);
+  std::vector<std::array<uint64_t, wire::kNumTiers>> by_slot(slots_.size());
+  nodes_.ForEachHolder([&](uint32_t word) {
+    const uint32_t slot = word >> kTierBits;
+    if (slot >= by_slot.size()) return;
+    for (int t = 0; t < wire::kNumTiers; ++t) by_slot[slot][t] += (word >> t) & 1;
+  });
+  std::vector<std::pair<WorkerKey, std::array<uint64_t, wire::kNumTiers>>> out;
+  for (uint32_t slot = 0; slot < slots_.size(); ++slot) {
+    if (slots_[slot].live) out.emplace_back(slots_[slot].key, by_slot[slot]);
+  }
+  return out;
+}
+
 IndexStats PrefixIndex::Stats() const {
   std::shared_lock lock(mu_);
   IndexStats s;

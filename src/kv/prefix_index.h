@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <shared_mutex>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -90,6 +91,9 @@ class PrefixIndex {
   bool has_eagle_blocks() const { return has_eagle_blocks_.load(std::memory_order_relaxed); }
 
   IndexStats Stats() const;
+  // Blocks each (worker, dp rank) holds, by tier (a block on two tiers counts on both).
+  // Scans the whole index: for reports, not for routing.
+  std::vector<std::pair<WorkerKey, std::array<uint64_t, wire::kNumTiers>>> BlocksByTier() const;
 
  private:
   struct WorkerBlocks {

@@ -1,6 +1,7 @@
 #include "replay/report.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <boost/json.hpp>
@@ -117,6 +118,67 @@ std::string ReportTable(const Report& report) {
   return out;
 }
 
+namespace {
+
+std::string EscapeHtml(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// One page gathering the report: the trace, the table of ReportTable and both plots.
+std::string ReportHtml(const Report& report) {
+  std::string html = fmt::format(
+      "<!doctype html>\n<html lang='en'><head><meta charset='utf-8'><title>kvgate replay: "
+      "{0}</title>\n<style>body{{font:14px system-ui,sans-serif;margin:24px;color:#1d2330}}"
+      "table{{border-collapse:collapse;margin:12px 0}}th,td{{padding:4px 10px;border-bottom:"
+      "1px solid #e3e6ec;text-align:right}}th:first-child,td:first-child{{text-align:left}}"
+      "img{{margin:8px 16px 0 0;border:1px solid #e3e6ec}}</style></head><body>\n"
+      "<h1>kvgate replay</h1>\n<p>Trace <code>{0}</code>: {1} requests. Reuse if one cache "
+      "held everything: {2:.1f}%; one LRU cache of the fleet's blocks: {3:.1f}%. Gateways: "
+      "{4}{5}.</p>\n<table><tr><th>policy</th><th>requests</th><th>rejected</th>"
+      "<th>reuse</th><th>predicted reuse</th><th>TTFT p50</th><th>p90</th><th>p99</th>"
+      "<th>ITL p50</th><th>p90</th><th>end-to-end p90</th><th>req/s</th>"
+      "<th>requests per worker</th></tr>\n",
+      EscapeHtml(report.trace_path), report.trace_requests, 100 * report.ideal_reuse,
+      100 * report.bound_reuse, report.replicas,
+      report.replicas > 1 ? fmt::format(" (load sync {}, {} ms late)", report.sync ? "on" : "off",
+                                        report.sync_delay_ms)
+                          : "");
+  for (const PolicySummary& p : report.policies) {
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f} ms</td>"
+        "<td>{:.1f} ms</td><td>{:.1f} ms</td><td>{:.1f} ms</td><td>{:.1f} ms</td>"
+        "<td>{:.1f} ms</td><td>{:.2f}</td><td>{}</td></tr>\n",
+        EscapeHtml(p.policy), p.requests, p.rejected, 100 * p.reuse, 100 * p.predicted_reuse,
+        p.ttft_ms.p50, p.ttft_ms.p90, p.ttft_ms.p99, p.itl_ms.p50, p.itl_ms.p90, p.e2e_ms.p90,
+        p.throughput_rps, fmt::join(p.requests_per_worker, " "));
+  }
+  html +=
+      "</table>\n<img src='ttft_cdf.svg' alt='TTFT CDF per policy'>"
+      "<img src='reuse.svg' alt='Prefix reuse per policy'>\n</body></html>\n";
+  return html;
+}
+
+}  // namespace
+
 Status WritePlots(const Report& report, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -190,6 +252,7 @@ Status WritePlots(const Report& report, const std::string& dir) {
       left, y(report.ideal_reuse), w - right, y(report.ideal_reuse));
   bars += "</svg>\n";
   std::ofstream(std::filesystem::path(dir) / "reuse.svg") << bars;
+  std::ofstream(std::filesystem::path(dir) / "index.html") << ReportHtml(report);
   return Status::Ok();
 }
 

@@ -43,7 +43,8 @@ struct Report {
 
 std::string ReportJson(const Report& report);
 std::string ReportTable(const Report& report);
-// Writes ttft_cdf.svg and reuse.svg into `dir` (created if missing).
+// Writes ttft_cdf.svg, reuse.svg and index.html (the report's table with both plots) into
+// `dir` (created if missing).
 Status WritePlots(const Report& report, const std::string& dir);
 
 }  // namespace kvgate::replay

@@ -78,39 +78,57 @@ void Router::MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>
   }
 }
 
+void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
+                    std::vector<Candidate>& candidates, std::vector<Candidate>* busy) const {
+  candidates.reserve(workers_.size());
+  for (const WorkerState& w : workers_) {
+    if (w.draining || w.prefill_only != request.prefill_phase) continue;
+    if (std::find(request.exclude.begin(), request.exclude.end(), w.key) != request.exclude.end())
+      continue;
+    Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};
+    for (const kv::Overlap& o : overlaps) {
+      if (o.worker == w.key) c.overlap = o;
+    }
+    if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests &&
+         !request.within_fair_share) ||
+        (config_.worker_max_prefill_tokens &&
+         c.load.prefill_tokens >= config_.worker_max_prefill_tokens)) {
+      if (busy) busy->push_back(c);  // full: the request goes elsewhere, or waits
+      continue;
+    }
+    candidates.push_back(c);
+  }
+}
+
+RouteExplanation Router::Explain(const RouteRequest& request) {
+  std::vector<kv::Overlap> overlaps;
+  if (policy_->reads_index() && index_ != nullptr) MatchOverlaps(request, overlaps);
+  std::lock_guard lock(mu_);
+  RouteExplanation e;
+  Gather(request, overlaps, e.candidates, &e.busy);
+  if (!e.candidates.empty()) e.chosen = policy_->Pick(e.candidates, request);
+  return e;
+}
+
 std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* all_busy) {
   // Match outside the router lock: it only takes the index's shared lock.
   std::vector<kv::Overlap> overlaps;
   if (policy_->reads_index() && index_ != nullptr) MatchOverlaps(request, overlaps);
 
   std::lock_guard lock(mu_);
-  std::vector<Candidate> candidates;
-  candidates.reserve(workers_.size());
-  bool busy = false;
-  for (const WorkerState& w : workers_) {
-    if (w.draining || w.prefill_only != request.prefill_phase) continue;
-    if (std::find(request.exclude.begin(), request.exclude.end(), w.key) != request.exclude.end())
-      continue;
-    Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};
-    if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests &&
-         !request.within_fair_share) ||
-        (config_.worker_max_prefill_tokens &&
-         c.load.prefill_tokens >= config_.worker_max_prefill_tokens)) {
-      busy = true;  // full: the request goes elsewhere, or waits
-      continue;
-    }
-    for (const kv::Overlap& o : overlaps) {
-      if (o.worker == w.key) c.overlap = o;
-    }
-    candidates.push_back(c);
-  }
-  if (all_busy) *all_busy = candidates.empty() && busy;
+  std::vector<Candidate> candidates, busy;
+  Gather(request, overlaps, candidates, all_busy ? &busy : nullptr);
+  if (all_busy) *all_busy = candidates.empty() && !busy.empty();
   if (candidates.empty()) return std::nullopt;
 
   const Candidate& chosen = candidates[policy_->Pick(candidates, request)];
   policy_->OnRouted(chosen.worker, request);
-  RouteDecision d{MakeRequestId(config_.request_origin, next_sequence_++), chosen.worker,
-                  chosen.overlap.total(), chosen.cost};
+  RouteDecision d{MakeRequestId(config_.request_origin, next_sequence_++),
+                  chosen.worker,
+                  chosen.overlap.total(),
+                  chosen.cost,
+                  chosen.load,
+                  chosen.overlap};
   const uint32_t bs = config_.block_size;
   const uint64_t cached_tokens = uint64_t{d.cached_blocks} * bs;
   const uint32_t prefill = request.prompt_tokens > cached_tokens

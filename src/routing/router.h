@@ -21,6 +21,17 @@ struct RouteDecision {
   kv::WorkerKey worker;
   uint32_t cached_blocks = 0;  // predicted leading blocks on the chosen worker (any tier)
   double cost = 0;             // kv policy only
+  // The chosen worker's terms when it was chosen (for the decision log).
+  WorkerLoad load;
+  kv::Overlap overlap;
+};
+
+// Why a request would go where it goes (POST /admin/route/explain, docs/design.md §15):
+// every worker that could take it with the policy's terms for it, and the choice.
+struct RouteExplanation {
+  std::vector<Candidate> candidates;  // not busy, with `cost` filled by the policy
+  std::vector<Candidate> busy;        // full (docs/design.md §13): not considered
+  std::optional<size_t> chosen;       // into `candidates`
 };
 
 class Router {
@@ -46,6 +57,9 @@ class Router {
   // Chooses a worker and records the request as in flight there. nullopt: no worker; then
   // `*all_busy` (when given) says whether there were workers, all of them busy.
   std::optional<RouteDecision> Route(const RouteRequest& request, bool* all_busy = nullptr);
+  // What Route would decide for `request` now, and why, recording nothing. (A policy that
+  // breaks ties at random, or keeps its own history, may then decide otherwise.)
+  RouteExplanation Explain(const RouteRequest& request);
   // Whether requests should carry eagle_hashes: some worker publishes EAGLE blocks and the
   // policy reads the index.
   bool wants_eagle_hashes() const {
@@ -63,6 +77,9 @@ class Router {
  private:
   // Each worker's overlap with the request (the longer of the plain and EAGLE matches).
   void MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>& overlaps) const;
+  // The workers that could take `request`, split into free and busy (mu_ held).
+  void Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
+              std::vector<Candidate>& candidates, std::vector<Candidate>* busy) const;
 
   const RouterConfig config_;
   const kv::PrefixIndex* index_;

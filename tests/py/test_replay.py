@@ -2,6 +2,7 @@
 a seed, the plots, and errors."""
 import json
 import os
+import re
 import sys
 import tempfile
 import unittest
@@ -73,6 +74,14 @@ class ReplayTest(unittest.TestCase):
             for name in ["ttft_cdf.svg", "reuse.svg"]:
                 root = ET.parse(os.path.join(d, name)).getroot()
                 self.assertTrue(root.tag.endswith("svg"))
+            # One page gathers them: a row per policy with the JSON report's figures.
+            with open(os.path.join(d, "index.html")) as f:
+                page = f.read()
+            rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td>", page)
+            self.assertEqual([r[0] for r in rows], ["kv", "approx"])
+            self.assertEqual({int(r[1]) for r in rows}, {300})
+            self.assertIn("<img src='ttft_cdf.svg'", page)
+            self.assertIn("<img src='reuse.svg'", page)
 
     def test_mooncake_trace_and_errors(self):
         with tempfile.TemporaryDirectory() as d:
