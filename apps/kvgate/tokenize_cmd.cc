@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "commands.h"
+#include "tokenizer/prefix_cache.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvgate::app {
@@ -16,6 +17,7 @@ struct TokenizeFlags {
   bool add_special_tokens = false;
   bool decode = false;
   bool jsonl = false;
+  bool prefix_cache = false;
 };
 
 std::string IdsJson(const std::vector<uint32_t>& ids) {
@@ -23,12 +25,16 @@ std::string IdsJson(const std::vector<uint32_t>& ids) {
 }
 
 // One input (a text, or a JSON array of ids with --decode) -> one JSON output line.
-Status Convert(const tokenizer::Tokenizer& tok, const TokenizeFlags& f, std::string_view input,
-               std::string* out) {
+// With `cache`, texts go through it (the gateway's way for long prompts).
+Status Convert(const tokenizer::Tokenizer& tok, tokenizer::PrefixCache* cache,
+               const TokenizeFlags& f, std::string_view input, std::string* out) {
   if (!f.decode) {
     std::vector<uint32_t> ids;
-    if (Status s = tok.Encode(input, f.add_special_tokens, &ids); !s.ok()) return s;
+    tokenizer::PrefixCache::Use use;
+    Status s = cache ? cache->Encode(input, &ids, &use) : tok.Encode(input, f.add_special_tokens, &ids);
+    if (!s.ok()) return s;
     *out = IdsJson(ids);
+    if (cache) std::cerr << "reused " << use.reused_bytes << " bytes, " << use.reused_ids << " ids\n";
     return Status::Ok();
   }
   boost::system::error_code ec;
@@ -51,10 +57,16 @@ int Tokenize(const TokenizeFlags& f) {
     std::cerr << "kvgate tokenize: " << s.message() << '\n';
     return 1;
   }
+  if (f.prefix_cache && (f.add_special_tokens || f.decode || !f.jsonl)) {
+    std::cerr << "kvgate tokenize: --prefix-cache goes with --jsonl, without special tokens\n";
+    return 1;
+  }
+  std::unique_ptr<tokenizer::PrefixCache> cache;
+  if (f.prefix_cache) cache = std::make_unique<tokenizer::PrefixCache>(*tok, size_t{64} << 20);
   if (!f.jsonl) {
     std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     std::string out;
-    if (Status s = Convert(*tok, f, input, &out); !s.ok()) {
+    if (Status s = Convert(*tok, nullptr, f, input, &out); !s.ok()) {
       std::cerr << "kvgate tokenize: " << s.message() << '\n';
       return 1;
     }
@@ -67,12 +79,12 @@ int Tokenize(const TokenizeFlags& f) {
     std::string out;
     Status s;
     if (f.decode) {
-      s = Convert(*tok, f, line, &out);
+      s = Convert(*tok, nullptr, f, line, &out);
     } else {
       boost::system::error_code ec;
       json::value v = json::parse(line, ec);
       s = ec || !v.is_string() ? Status::Error("each line must be a JSON string")
-                               : Convert(*tok, f, std::string_view(v.as_string()), &out);
+                               : Convert(*tok, cache.get(), f, std::string_view(v.as_string()), &out);
     }
     std::cout << (s.ok() ? out : json::serialize(json::object{{"error", s.message()}})) << '\n';
   }
@@ -89,6 +101,9 @@ void AddTokenizeCommand(CLI::App& app, int& exit_code) {
                 "Add BOS/EOS as the tokenizer's post-processor says");
   cmd->add_flag("--decode", f.decode, "Decode a JSON array of ids instead");
   cmd->add_flag("--jsonl", f.jsonl, "One JSON string per line in, one array per line out");
+  cmd->add_flag("--prefix-cache", f.prefix_cache,
+                "With --jsonl: tokenize past what a previous line shares (as the gateway does "
+                "for long prompts); the reuse of each line goes to stderr");
   cmd->callback([&exit_code] { exit_code = Tokenize(f); });
 }
 

@@ -137,9 +137,16 @@ struct Tokenizer::Impl {
   }
 
   // Splits `text` into (segment, added-token index or -1), leftmost-longest added token first.
-  void SplitAdded(std::string_view text, std::vector<std::pair<std::string, int>>& out) const {
-    size_t segment_start = 0;
-    for (size_t i = 0; i < text.size();) {
+  // Segments of `text` from byte `from` on: (text, -1) or ("", added token index), with the
+  // offset each ends at.
+  struct Segment {
+    std::string text;
+    int added;
+    size_t end;
+  };
+  void SplitAdded(std::string_view text, size_t from, std::vector<Segment>& out) const {
+    size_t segment_start = from;
+    for (size_t i = from; i < text.size();) {
       int found = -1;
       size_t found_len = 0;
       for (size_t idx : added_by_first_byte[static_cast<unsigned char>(text[i])]) {
@@ -169,22 +176,31 @@ struct Tokenizer::Impl {
         while (after < text.size() && IsSpace(text[after])) ++after;
       }
       if (before_end > segment_start) {
-        out.emplace_back(std::string(text.substr(segment_start, before_end - segment_start)), -1);
+        out.push_back(
+            {std::string(text.substr(segment_start, before_end - segment_start)), -1, before_end});
       }
-      out.emplace_back(std::string(), found);
+      out.push_back({std::string(), found, after});
       segment_start = i = after;
     }
-    if (segment_start < text.size()) out.emplace_back(std::string(text.substr(segment_start)), -1);
+    if (segment_start < text.size()) {
+      out.push_back({std::string(text.substr(segment_start)), -1, text.size()});
+    }
   }
 
-  void EncodeText(std::string_view text, std::vector<uint32_t>& ids) const {
-    std::vector<std::pair<std::string, int>> segments;
-    SplitAdded(text, segments);
+  // Appends the ids of text[from:] (`from`: 0 or a resume point), and the resume points
+  // past `from` when `points` is given.
+  void EncodeText(std::string_view text, std::vector<uint32_t>& ids, size_t from = 0,
+                  std::vector<Tokenizer::ResumePoint>* points = nullptr) const {
+    std::vector<Segment> segments;
+    SplitAdded(text, from, segments);
     std::vector<std::string> pieces;
-    bool first = true;
-    for (auto& [segment, added_index] : segments) {
+    bool first = from == 0;
+    for (auto& [segment, added_index, end] : segments) {
       if (added_index >= 0) {
         ids.push_back(added[added_index].id);
+        if (points) {
+          points->push_back({static_cast<uint32_t>(end), static_cast<uint32_t>(ids.size())});
+        }
         first = false;
         continue;
       }
@@ -398,6 +414,17 @@ Status Tokenizer::Encode(std::string_view text, bool add_special_tokens,
     }
   }
   return Status::Ok();
+}
+
+void Tokenizer::EncodeFrom(std::string_view text, size_t from, std::vector<uint32_t>* ids,
+                           std::vector<ResumePoint>* points) const {
+  impl_->EncodeText(text, *ids, from, points);
+}
+
+size_t Tokenizer::resume_margin() const {
+  size_t longest = 0;
+  for (const AddedToken& t : impl_->added) longest = std::max(longest, t.content.size());
+  return longest + 1;  // (+1: a single-word token looks at the byte after it)
 }
 
 std::string Tokenizer::Decode(std::span<const uint32_t> ids, bool skip_special_tokens) const {

@@ -25,6 +25,22 @@ class Tokenizer {
 
   // Fails only on invalid UTF-8.
   Status Encode(std::string_view text, bool add_special_tokens, std::vector<uint32_t>* ids) const;
+
+  // Where encoding can resume: right after an added token (and any whitespace it strips).
+  // Added tokens are split off before anything else, so the ids before such a point do not
+  // depend on the text after it, given the text agrees up to `byte + resume_margin()`
+  // (the longest added token, so that no other match could start or extend there).
+  struct ResumePoint {
+    uint32_t byte;  // offset into the text
+    uint32_t ids;   // ids before it
+  };
+  // The ids of `text[from:]` without special tokens added, as Encode(text, false) gives them
+  // after `from` (0, or a resume point of a text that agrees with `text` up to its byte +
+  // resume_margin()), appended to `ids`; the resume points past `from` are appended to
+  // `points` (ids counted from the start of `*ids`). `text[from:]` must be valid UTF-8.
+  void EncodeFrom(std::string_view text, size_t from, std::vector<uint32_t>* ids,
+                  std::vector<ResumePoint>* points) const;
+  size_t resume_margin() const;
   std::string Decode(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
 
   std::optional<uint32_t> TokenId(std::string_view token) const;

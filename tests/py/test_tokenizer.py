@@ -2,6 +2,7 @@
 the five fixture models: ids identical with and without special tokens, and decode equal."""
 import json
 import os
+import random
 import subprocess
 import sys
 import unittest
@@ -62,6 +63,44 @@ class TokenizerParity(unittest.TestCase):
 
     def test_gptoss(self):
         self.check_model("gptoss")
+
+    def test_growing_conversations_through_the_prefix_cache(self):
+        """Texts that extend earlier ones (the next turn of a chat), also branching and
+        interleaved, tokenized past their shared prefix only (`--prefix-cache`, as the gateway
+        does for long prompts): the ids are HF's, for every model."""
+        rng = random.Random(7)
+        for model in MODELS:
+            path = os.path.join(FIXTURES, f"tokenizer-{model}", "models", "tokenizer.json")
+            specials = special_tokens_of(path)
+            pieces = corpus(specials, seed=3)
+            texts = []
+            conversations = [specials[0] if specials else "" for _ in range(3)]
+            for turn in range(60):
+                c = rng.randrange(len(conversations))
+                # A message: a special token (a turn separator), then random corpus text,
+                # sometimes ending in whitespace, sometimes a bare special token.
+                message = rng.choice(specials) if specials else ""
+                message += "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+                message += rng.choice(["", " ", "\n", "  \n\n", "\t"])
+                grown = conversations[c] + message
+                while len(grown) < 4096:  # the cache takes long texts only
+                    grown += rng.choice(pieces)
+                texts.append(grown)
+                if rng.random() < 0.2:
+                    # Regenerated: the same conversation with another last message (a branch).
+                    texts.append(conversations[c] + rng.choice(specials) + rng.choice(pieces))
+                conversations[c] = grown
+            ref = reference(path, texts, False)
+            _, out, err = run(["tokenize", "--tokenizer", path, "--jsonl", "--prefix-cache"],
+                              "".join(json.dumps(t) + "\n" for t in texts).encode(), timeout=600)
+            got = [json.loads(line) for line in out.split("\n") if line]
+            bad = [i for i, (r, g) in enumerate(zip(ref, got)) if r["ids"] != g]
+            self.assertEqual(len(got), len(texts))
+            self.assertEqual(bad[:3], [], f"{model}: {len(bad)} of {len(texts)} texts differ")
+            reused = sum(int(line.split()[1]) for line in err.splitlines()
+                         if line.startswith("reused"))
+            total = sum(len(t.encode()) for t in texts)
+            self.assertGreater(reused / total, 0.5, f"{model}: the cache was hardly used")
 
     def test_decode_of_arbitrary_ids(self):
         """Random ids split UTF-8 characters and string invalid bytes together; decode must

@@ -1,0 +1,108 @@
+// tokenizer/prefix_cache: ids through the cache are always Encode's, whatever the texts share;
+// memory stays within the budget. A small byte-level tokenizer whose added tokens strip
+// whitespace, nest (one is a prefix of another) and want whole words: the cases where a
+// resume point is only safe with enough of the text agreeing after it.
+#include "tokenizer/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "tokenizer/bytes.h"
+
+namespace kvgate::tokenizer {
+namespace {
+
+std::unique_ptr<Tokenizer> SmallTokenizer() {
+  namespace json = boost::json;
+  json::object vocab;
+  for (int b = 0; b < 256; ++b) vocab[BytesToByteLevel(std::string(1, static_cast<char>(b)))] = b;
+  // A few merges, so that the split of a word matters.
+  const std::vector<std::pair<std::string, std::string>> merges = {
+      {"a", "b"}, {"ab", "c"}, {"Ġ", "a"}, {"Ġa", "b"}, {"x", "x"}};
+  json::array merge_list;
+  uint32_t next = 256;
+  for (const auto& [l, r] : merges) {
+    merge_list.push_back(json::string(l + " " + r));
+    vocab[l + r] = next++;
+  }
+  auto added = [&](const char* content, bool lstrip, bool rstrip, bool single_word) {
+    return json::object{{"id", next++},          {"content", content}, {"single_word", single_word},
+                        {"lstrip", lstrip},      {"rstrip", rstrip},   {"normalized", false},
+                        {"special", true}};
+  };
+  json::array added_tokens{added("<t>", false, true, false), added("<t><u>", false, false, false),
+                           added("<s>", true, false, false), added("WORD", false, false, true),
+                           added("<end>", false, false, false)};
+  json::object doc{
+      {"version", "1.0"},
+      {"added_tokens", added_tokens},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"dropout", nullptr},
+        {"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}}}};
+  const auto path = std::filesystem::temp_directory_path() / "kvgate_prefix_cache_test.json";
+  std::ofstream(path) << json::serialize(doc);
+  std::unique_ptr<Tokenizer> tok;
+  const Status s = Tokenizer::Load(path.string(), &tok);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(s.ok()) << s.message();
+  return tok;
+}
+
+TEST(PrefixCache, GrowingBranchingTextsGetEncodesIdsAndReuseTheirPrefix) {
+  std::unique_ptr<Tokenizer> tok = SmallTokenizer();
+  ASSERT_TRUE(tok);
+  PrefixCache cache(*tok, 1 << 20);
+  std::mt19937 rng(11);
+  const std::vector<std::string> pieces = {"<t>", "<t><u>", "<s>", "WORD", "<end>", "<t",
+                                           "abc", " ab", "xx", " ", "   ", "\n", "WORDS",
+                                           "é", "東京", "<", "u>", ">"};
+  auto piece = [&] { return pieces[rng() % pieces.size()]; };
+  std::vector<std::string> conversations(4, std::string(5000, 'a'));
+  size_t reused = 0, total = 0, checked = 0;
+  for (int turn = 0; turn < 3000; ++turn) {
+    std::string& c = conversations[rng() % conversations.size()];
+    std::string text = c;
+    for (int n = 1 + rng() % 4; n > 0; --n) text += piece();
+    if (rng() % 3) c = text;  // else a branch: the conversation goes on without it
+    std::vector<uint32_t> want, got;
+    ASSERT_TRUE(tok->Encode(text, false, &want).ok());
+    PrefixCache::Use use;
+    ASSERT_TRUE(cache.Encode(text, &got, &use).ok());
+    ASSERT_EQ(got, want) << "turn " << turn << ": ..."
+                         << text.substr(text.size() > 40 ? text.size() - 40 : 0);
+    reused += use.reused_bytes;
+    total += text.size();
+    ++checked;
+  }
+  EXPECT_GT(static_cast<double>(reused) / total, 0.8);
+  EXPECT_LE(cache.bytes(), size_t{1} << 20);
+}
+
+TEST(PrefixCache, StaysWithinItsBudgetAndShortTextsAreNotKept) {
+  std::unique_ptr<Tokenizer> tok = SmallTokenizer();
+  ASSERT_TRUE(tok);
+  PrefixCache cache(*tok, 200'000);
+  std::vector<uint32_t> ids;
+  ASSERT_TRUE(cache.Encode("short <t> text", &ids).ok());
+  EXPECT_EQ(cache.entries(), 0u);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(cache.Encode(std::to_string(i) + std::string(10'000, 'x') + "<end>", &ids).ok());
+    EXPECT_LE(cache.bytes(), 200'000u);
+  }
+  EXPECT_GT(cache.entries(), 0u);
+  EXPECT_FALSE(cache.Encode(std::string(5000, 'a') + "\xff", &ids).ok());  // invalid UTF-8
+}
+
+}  // namespace
+}  // namespace kvgate::tokenizer
