@@ -6,6 +6,7 @@
 #include <csignal>
 
 #include "commands.h"
+#include "common/malloc_tuning.h"
 
 namespace {
 
@@ -33,6 +34,7 @@ void ReportCrashes() {}
 
 int main(int argc, char** argv) {
   ReportCrashes();
+  kvgate::KeepLargeBlocksInHeap();
   CLI::App app{"kvgate: KV-cache-aware gateway for LLM inference fleets (vLLM, SGLang)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");

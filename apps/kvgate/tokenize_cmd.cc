@@ -31,10 +31,12 @@ Status Convert(const tokenizer::Tokenizer& tok, tokenizer::PrefixCache* cache,
   if (!f.decode) {
     std::vector<uint32_t> ids;
     tokenizer::PrefixCache::Use use;
-    Status s = cache ? cache->Encode(input, &ids, &use) : tok.Encode(input, f.add_special_tokens, &ids);
+    Status s =
+        cache ? cache->Encode(input, &ids, &use) : tok.Encode(input, f.add_special_tokens, &ids);
     if (!s.ok()) return s;
     *out = IdsJson(ids);
-    if (cache) std::cerr << "reused " << use.reused_bytes << " bytes, " << use.reused_ids << " ids\n";
+    if (cache)
+      std::cerr << "reused " << use.reused_bytes << " bytes, " << use.reused_ids << " ids\n";
     return Status::Ok();
   }
   boost::system::error_code ec;
@@ -83,8 +85,9 @@ int Tokenize(const TokenizeFlags& f) {
     } else {
       boost::system::error_code ec;
       json::value v = json::parse(line, ec);
-      s = ec || !v.is_string() ? Status::Error("each line must be a JSON string")
-                               : Convert(*tok, cache.get(), f, std::string_view(v.as_string()), &out);
+      s = ec || !v.is_string()
+              ? Status::Error("each line must be a JSON string")
+              : Convert(*tok, cache.get(), f, std::string_view(v.as_string()), &out);
     }
     std::cout << (s.ok() ? out : json::serialize(json::object{{"error", s.message()}})) << '\n';
   }

@@ -7,6 +7,7 @@
 #include "api/request_fields.h"
 #include "chat/chat_template.h"
 #include "common/log.h"
+#include "tokenizer/prefix_cache.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvgate::api {
@@ -21,7 +22,9 @@ Status TextTokens(std::string_view text, bool add_special_tokens, const PromptMo
     ids->assign(bytes, bytes + text.size());
     return Status::Ok();
   }
-  Status s = model.tokenizer->Encode(text, add_special_tokens, ids);
+  Status s = model.prefix_cache && !add_special_tokens
+                 ? model.prefix_cache->Encode(text, ids)
+                 : model.tokenizer->Encode(text, add_special_tokens, ids);
   if (s.ok()) return s;
   if (note != nullptr) note->failed = "tokenize";
   return Status(StatusCode::kFailedPrecondition, fmt::format("tokenizer: {}", s.message()));

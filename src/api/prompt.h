@@ -18,7 +18,8 @@ class ChatTemplate;
 }
 namespace kvgate::tokenizer {
 class Tokenizer;
-}
+class PrefixCache;
+}  // namespace kvgate::tokenizer
 
 namespace kvgate::api {
 
@@ -30,6 +31,9 @@ enum class Api : uint8_t { kChat, kCompletions, kGenerate };
 struct PromptModel {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const chat::ChatTemplate* chat_template = nullptr;
+  // Rendered chats go through it when given (long conversations tokenized past what an
+  // earlier turn shares); its ids are the tokenizer's.
+  tokenizer::PrefixCache* prefix_cache = nullptr;
 };
 
 // A model directory's tokenizer.json and chat template, loaded once and shared by whoever
@@ -37,7 +41,10 @@ struct PromptModel {
 struct ModelFiles {
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer;
   std::shared_ptr<const chat::ChatTemplate> chat_template;  // null: the model has none
-  PromptModel prompt_model() const { return {tokenizer.get(), chat_template.get()}; }
+  std::shared_ptr<tokenizer::PrefixCache> prefix_cache;     // null: none
+  PromptModel prompt_model() const {
+    return {tokenizer.get(), chat_template.get(), prefix_cache.get()};
+  }
 };
 // Fails when tokenizer.json cannot be loaded or the chat template does not parse; a missing
 // template is logged and left null (chat then routes on a plain rendering).

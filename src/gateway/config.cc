@@ -137,6 +137,7 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"max_connections", Into(l.max_connections)},
                        {"max_body_bytes_in_flight", Into(l.max_body_bytes_in_flight)},
                        {"offload_prompt_bytes", Into(l.offload_prompt_bytes)},
+                       {"prompt_cache_bytes", Into(l.prompt_cache_bytes)},
                        {"worker_max_requests", Into(l.worker_max_requests)},
                        {"worker_max_prefill_tokens", Into(l.worker_max_prefill_tokens)},
                        {"queue_size", Into(l.queue_size)},

@@ -51,6 +51,9 @@ struct LimitsConfig {
   size_t max_body_bytes_in_flight = size_t{1} << 30;  // request bodies being received, in all
   // Requests with bodies larger than this are templated and tokenized off the event loops.
   size_t offload_prompt_bytes = 64 << 10;
+  // Rendered chats' ids are remembered within this many bytes, so that the next turn of a
+  // long conversation is tokenized past the last one only (0: off).
+  size_t prompt_cache_bytes = size_t{128} << 20;
   // A worker with this many requests, or this many prompt tokens awaiting their first
   // token, is busy; when all are, requests wait in the gateway's queue (0: no limit).
   uint32_t worker_max_requests = 0;

@@ -26,6 +26,7 @@
 #include "http/server.h"
 #include "kv/prefix_index.h"
 #include "routing/router.h"
+#include "tokenizer/prefix_cache.h"
 
 namespace kvgate::gateway {
 namespace {
@@ -98,8 +99,16 @@ struct Gateway::Impl {
     model.experts_top_k = config.moe_top_k;
     for (const std::string& m : config.models) model.names.insert(m);
     for (const std::string& a : config.lora_adapters) model.adapters.insert(a);
-    if (config.model_dir.empty() || model.files.tokenizer) return Status::Ok();
-    return api::LoadModelFiles(config.model_dir, &model.files);
+    if (!config.model_dir.empty() && !model.files.tokenizer) {
+      if (Status s = api::LoadModelFiles(config.model_dir, &model.files); !s.ok()) return s;
+    }
+    // Its own cache (in-process mock workers share the files, not the gateway's cache).
+    model.files.prefix_cache.reset();
+    if (model.files.tokenizer && config.limits.prompt_cache_bytes > 0) {
+      model.files.prefix_cache = std::make_shared<tokenizer::PrefixCache>(
+          *model.files.tokenizer, config.limits.prompt_cache_bytes);
+    }
+    return Status::Ok();
   }
 
   // Called on the subscriber thread for every applied batch.

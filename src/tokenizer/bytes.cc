@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace kvgate::tokenizer {
 namespace {
@@ -71,6 +72,17 @@ bool ByteLevelToBytes(std::string_view text, std::string& out) {
 bool IsValidUtf8(std::string_view text) {
   utf8proc_int32_t cp;
   for (size_t i = 0; i < text.size();) {
+    // ASCII, 8 bytes at a time (most text is), then one character through utf8proc.
+    uint64_t word;
+    while (i + 8 <= text.size() && (std::memcpy(&word, text.data() + i, 8), true) &&
+           (word & 0x8080808080808080ull) == 0) {
+      i += 8;
+    }
+    if (i < text.size() && static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    if (i >= text.size()) break;
     const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(text.data() + i),
                                     static_cast<utf8proc_ssize_t>(text.size() - i), &cp);
     if (n <= 0) return false;

@@ -88,15 +88,48 @@ class UnicodeNormalizer : public Normalizer {
         })) {
       return;
     }
-    utf8proc_uint8_t* result = nullptr;
-    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                static_cast<utf8proc_ssize_t>(text.size()), &result,
-                                static_cast<utf8proc_option_t>(options_));
-    if (n >= 0) text.assign(reinterpret_cast<char*>(result), static_cast<size_t>(n));
-    std::free(result);
+    // Only the runs of non-ASCII characters (with the character before each, which a
+    // combining mark may join) go through utf8proc: no ASCII character composes with what
+    // precedes it or decomposes, so the text may be cut before any ASCII byte.
+    std::string out;
+    out.reserve(text.size());
+    size_t copied = 0;
+    for (size_t i = 0; i < text.size();) {
+      if (static_cast<unsigned char>(text[i]) < 0x80) {
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      bool changes = false;
+      while (end < text.size() && static_cast<unsigned char>(text[end]) >= 0x80) {
+        changes |= static_cast<unsigned char>(text[end]) >= first_changing_byte_;
+        ++end;
+      }
+      if (changes) {
+        const size_t begin = i > copied ? i - 1 : i;  // (the ASCII character before it)
+        out.append(text, copied, begin - copied);
+        if (!Normalize(std::string_view(text).substr(begin, end - begin), out)) return;
+        copied = end;
+      }
+      i = end;
+    }
+    if (copied == 0) return;
+    out.append(text, copied, std::string::npos);
+    text.swap(out);
   }
 
  private:
+  // Appends the normalized `part`; false if utf8proc refused it (the text stays as it is).
+  bool Normalize(std::string_view part, std::string& out) const {
+    utf8proc_uint8_t* result = nullptr;
+    const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(part.data()),
+                                static_cast<utf8proc_ssize_t>(part.size()), &result,
+                                static_cast<utf8proc_option_t>(options_));
+    if (n >= 0) out.append(reinterpret_cast<char*>(result), static_cast<size_t>(n));
+    std::free(result);
+    return n >= 0;
+  }
+
   int options_;
   unsigned char first_changing_byte_;
 };

@@ -24,7 +24,7 @@ size_t CommonPrefix(std::string_view a, std::string_view b) {
 }  // namespace
 
 PrefixCache::PrefixCache(const Tokenizer& tokenizer, size_t byte_budget)
-    : tokenizer_(tokenizer), budget_(byte_budget), margin_(tokenizer.resume_margin()) {}
+    : tokenizer_(tokenizer), budget_(byte_budget) {}
 
 std::vector<uint64_t> PrefixCache::PrefixKeys(std::string_view text) {
   std::vector<uint64_t> keys;
@@ -50,13 +50,15 @@ PrefixCache::Lru::iterator PrefixCache::Find(std::string_view text,
     for (Lru::iterator candidate : bucket->second) {
       const size_t common = CommonPrefix(text, candidate->text);
       if (common == text.size() && common == candidate->text.size()) {
-        *resume = {static_cast<uint32_t>(common), static_cast<uint32_t>(candidate->ids.size())};
+        *resume = {static_cast<uint32_t>(common), static_cast<uint32_t>(candidate->ids.size()),
+                   static_cast<uint32_t>(common)};
         return candidate;  // the very same text
       }
-      // The last point whose ids cannot depend on where the texts differ.
-      auto point = std::upper_bound(
-          candidate->points.begin(), candidate->points.end(), common,
-          [&](size_t c, const Tokenizer::ResumePoint& p) { return c < p.byte + margin_; });
+      // The last point whose ids cannot depend on where the texts differ (`agree` grows
+      // with `byte`, so points holding are a prefix of the list).
+      auto point =
+          std::partition_point(candidate->points.begin(), candidate->points.end(),
+                               [&](const Tokenizer::ResumePoint& p) { return p.agree <= common; });
       if (point == candidate->points.begin()) continue;
       --point;
       if (best == lru_.end() || point->byte > resume->byte) {
@@ -72,7 +74,7 @@ PrefixCache::Lru::iterator PrefixCache::Find(std::string_view text,
 Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Use* use) {
   if (text.size() < kMinBytes) return tokenizer_.Encode(text, false, ids);
   std::vector<uint64_t> keys = PrefixKeys(text);
-  Tokenizer::ResumePoint resume{0, 0};
+  Tokenizer::ResumePoint resume{0, 0, 0};
   Entry entry;
   uint64_t extended = 0;  // the serial of a text the new one holds whole
   {
@@ -80,15 +82,15 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
     Lru::iterator found = Find(text, keys, &resume);
     if (found != lru_.end()) {
       lru_.splice(lru_.begin(), lru_, found);  // (iterators stay valid)
+      // (room for the rest too: about one id per 2 bytes at most, in practice)
+      ids->reserve(resume.ids + (text.size() - resume.byte) / 2 + 16);
       ids->assign(found->ids.begin(), found->ids.begin() + resume.ids);
       if (use) *use = {resume.byte, resume.ids};
       if (resume.byte == text.size() && found->text.size() == text.size()) return Status::Ok();
-      entry.points.assign(found->points.begin(),
-                          std::upper_bound(found->points.begin(), found->points.end(),
-                                           resume.byte,
-                                           [](size_t b, const Tokenizer::ResumePoint& p) {
-                                             return b < p.byte;
-                                           }));
+      entry.points.assign(
+          found->points.begin(),
+          std::upper_bound(found->points.begin(), found->points.end(), resume.byte,
+                           [](size_t b, const Tokenizer::ResumePoint& p) { return b < p.byte; }));
       // The new text holds all of the old one: it serves whatever the old one would.
       if (text.starts_with(found->text)) extended = found->serial;
     } else {
@@ -101,19 +103,43 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
     return Status::Error("input is not valid UTF-8");
   }
   tokenizer_.EncodeFrom(text, resume.byte, ids, &entry.points);
+  const size_t new_bytes = text.size() + ids->size() * sizeof(uint32_t);
+  if (new_bytes > budget_ / 4) return Status::Ok();  // would crowd out everything else
+  std::lock_guard lock(mu_);
+  if (extended != 0) {
+    // The old text grows into the new one in place: only what is new is copied. (Unless
+    // it was evicted meanwhile.)
+    auto it = std::find_if(lru_.begin(), lru_.end(),
+                           [&](const Entry& e) { return e.serial == extended; });
+    if (it != lru_.end()) {
+      bytes_ -= it->bytes();
+      it->text.append(text.substr(it->text.size()));
+      it->ids.resize(resume.ids);
+      it->ids.insert(it->ids.end(), ids->begin() + resume.ids, ids->end());
+      it->points = std::move(entry.points);
+      bytes_ += it->bytes();
+      for (size_t level = it->keys.size(); level < keys.size(); ++level) File(it, keys[level]);
+      it->keys = std::move(keys);  // (the shorter prefixes' keys are the same)
+      lru_.splice(lru_.begin(), lru_, it);
+      EvictOverBudget();
+      return Status::Ok();
+    }
+  }
   entry.text.assign(text);
   entry.ids = *ids;
   entry.keys = std::move(keys);
-  if (entry.bytes() > budget_ / 4) return Status::Ok();  // would crowd out everything else
-  std::lock_guard lock(mu_);
-  if (extended != 0) {
-    // (still there unless evicted meanwhile)
-    auto it = std::find_if(lru_.begin(), lru_.end(),
-                           [&](const Entry& e) { return e.serial == extended; });
-    if (it != lru_.end()) Erase(it);
-  }
   Insert(std::move(entry));
   return Status::Ok();
+}
+
+void PrefixCache::File(Lru::iterator it, uint64_t key) {
+  std::vector<Lru::iterator>& bucket = by_prefix_[key];
+  bucket.insert(bucket.begin(), it);
+  if (bucket.size() > kPerPrefix) bucket.pop_back();  // still cached, no longer found here
+}
+
+void PrefixCache::EvictOverBudget() {
+  while (bytes_ > budget_ && !lru_.empty()) Erase(std::prev(lru_.end()));
 }
 
 void PrefixCache::Insert(Entry entry) {
@@ -121,12 +147,8 @@ void PrefixCache::Insert(Entry entry) {
   entry.serial = next_serial_++;
   lru_.push_front(std::move(entry));
   const Lru::iterator it = lru_.begin();
-  for (uint64_t key : it->keys) {
-    std::vector<Lru::iterator>& bucket = by_prefix_[key];
-    bucket.insert(bucket.begin(), it);
-    if (bucket.size() > kPerPrefix) bucket.pop_back();  // still cached, no longer found here
-  }
-  while (bytes_ > budget_ && !lru_.empty()) Erase(std::prev(lru_.end()));
+  for (uint64_t key : it->keys) File(it, key);
+  EvictOverBudget();
 }
 
 void PrefixCache::Erase(Lru::iterator it) {

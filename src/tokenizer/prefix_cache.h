@@ -56,11 +56,12 @@ class PrefixCache {
   Lru::iterator Find(std::string_view text, const std::vector<uint64_t>& keys,
                      Tokenizer::ResumePoint* resume);
   void Insert(Entry entry);
+  void File(Lru::iterator it, uint64_t key);  // findable under `key`, most recent first
+  void EvictOverBudget();
   void Erase(Lru::iterator it);
 
   const Tokenizer& tokenizer_;
   const size_t budget_;
-  const size_t margin_;
   mutable std::mutex mu_;
   Lru lru_;
   // Prefix hash -> texts with that prefix, most recent first (a few at most).

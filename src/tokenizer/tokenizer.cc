@@ -51,6 +51,7 @@ struct Tokenizer::Impl {
   absl::flat_hash_map<uint32_t, size_t> added_by_id;
   std::vector<TemplateItem> single_template;
   bool has_template = false;
+  size_t longest_added = 0;  // bytes of the longest added token
   std::vector<DecoderStep> decoders;
 
   Status LoadPostProcessor(const json::value& v) {
@@ -138,11 +139,12 @@ struct Tokenizer::Impl {
 
   // Splits `text` into (segment, added-token index or -1), leftmost-longest added token first.
   // Segments of `text` from byte `from` on: (text, -1) or ("", added token index), with the
-  // offset each ends at.
+  // offsets where each begins (an added token: where its match begins) and ends (past the
+  // whitespace it strips).
   struct Segment {
     std::string text;
     int added;
-    size_t end;
+    size_t begin, end;
   };
   void SplitAdded(std::string_view text, size_t from, std::vector<Segment>& out) const {
     size_t segment_start = from;
@@ -176,14 +178,14 @@ struct Tokenizer::Impl {
         while (after < text.size() && IsSpace(text[after])) ++after;
       }
       if (before_end > segment_start) {
-        out.push_back(
-            {std::string(text.substr(segment_start, before_end - segment_start)), -1, before_end});
+        out.push_back({std::string(text.substr(segment_start, before_end - segment_start)), -1,
+                       segment_start, before_end});
       }
-      out.push_back({std::string(), found, after});
+      out.push_back({std::string(), found, i, after});
       segment_start = i = after;
     }
     if (segment_start < text.size()) {
-      out.push_back({std::string(text.substr(segment_start)), -1, text.size()});
+      out.push_back({std::string(text.substr(segment_start)), -1, segment_start, text.size()});
     }
   }
 
@@ -195,11 +197,15 @@ struct Tokenizer::Impl {
     SplitAdded(text, from, segments);
     std::vector<std::string> pieces;
     bool first = from == 0;
-    for (auto& [segment, added_index, end] : segments) {
+    for (auto& [segment, added_index, begin, end] : segments) {
       if (added_index >= 0) {
         ids.push_back(added[added_index].id);
         if (points) {
-          points->push_back({static_cast<uint32_t>(end), static_cast<uint32_t>(ids.size())});
+          // Matches tried before this one read at most the longest added token (and a
+          // whole-word one the byte after it); stripped whitespace ends at `end`.
+          const size_t agree = std::max(begin + longest_added + 1, end + 1);
+          points->push_back({static_cast<uint32_t>(end), static_cast<uint32_t>(ids.size()),
+                             static_cast<uint32_t>(agree)});
         }
         first = false;
         continue;
@@ -379,6 +385,7 @@ Status Tokenizer::Load(const std::string& path, std::unique_ptr<Tokenizer>* out)
                      BoolField(t, "normalized", false)};
         if (a.content.empty()) continue;
         impl->added_by_id[a.id] = impl->added.size();
+        impl->longest_added = std::max(impl->longest_added, a.content.size());
         impl->added_by_first_byte[static_cast<unsigned char>(a.content[0])].push_back(
             impl->added.size());
         impl->added.push_back(std::move(a));
@@ -419,12 +426,6 @@ Status Tokenizer::Encode(std::string_view text, bool add_special_tokens,
 void Tokenizer::EncodeFrom(std::string_view text, size_t from, std::vector<uint32_t>* ids,
                            std::vector<ResumePoint>* points) const {
   impl_->EncodeText(text, *ids, from, points);
-}
-
-size_t Tokenizer::resume_margin() const {
-  size_t longest = 0;
-  for (const AddedToken& t : impl_->added) longest = std::max(longest, t.content.size());
-  return longest + 1;  // (+1: a single-word token looks at the byte after it)
 }
 
 std::string Tokenizer::Decode(std::span<const uint32_t> ids, bool skip_special_tokens) const {

@@ -28,19 +28,21 @@ class Tokenizer {
 
   // Where encoding can resume: right after an added token (and any whitespace it strips).
   // Added tokens are split off before anything else, so the ids before such a point do not
-  // depend on the text after it, given the text agrees up to `byte + resume_margin()`
-  // (the longest added token, so that no other match could start or extend there).
+  // depend on the text after it, for any text that agrees with this one on its first
+  // `agree` bytes: enough for every added-token match tried before the point to read the
+  // same bytes (the longest added token from where this one starts), and for the stripped
+  // whitespace to have ended the same way (one byte past the point).
   struct ResumePoint {
-    uint32_t byte;  // offset into the text
-    uint32_t ids;   // ids before it
+    uint32_t byte;   // offset into the text
+    uint32_t ids;    // ids before it
+    uint32_t agree;  // bytes another text must share with this one for the point to hold
   };
   // The ids of `text[from:]` without special tokens added, as Encode(text, false) gives them
-  // after `from` (0, or a resume point of a text that agrees with `text` up to its byte +
-  // resume_margin()), appended to `ids`; the resume points past `from` are appended to
-  // `points` (ids counted from the start of `*ids`). `text[from:]` must be valid UTF-8.
+  // after `from` (0, or a resume point of a text that agrees with `text` on its `agree`
+  // bytes), appended to `ids`; the resume points past `from` are appended to `points` (ids
+  // counted from the start of `*ids`). `text[from:]` must be valid UTF-8.
   void EncodeFrom(std::string_view text, size_t from, std::vector<uint32_t>* ids,
                   std::vector<ResumePoint>* points) const;
-  size_t resume_margin() const;
   std::string Decode(std::span<const uint32_t> ids, bool skip_special_tokens = false) const;
 
   std::optional<uint32_t> TokenId(std::string_view token) const;

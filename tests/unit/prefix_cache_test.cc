@@ -1,7 +1,7 @@
 // tokenizer/prefix_cache: ids through the cache are always Encode's, whatever the texts share;
 // memory stays within the budget. A small byte-level tokenizer whose added tokens strip
-// whitespace, nest (one is a prefix of another) and want whole words: the cases where a
-// resume point is only safe with enough of the text agreeing after it.
+// whitespace, nest (one is a prefix of another, one begins before another) and want whole words:
+// the cases where a resume point is only safe with enough of the text agreeing after it.
 #include "tokenizer/prefix_cache.h"
 
 #include <gtest/gtest.h>
@@ -31,25 +31,32 @@ std::unique_ptr<Tokenizer> SmallTokenizer() {
     vocab[l + r] = next++;
   }
   auto added = [&](const char* content, bool lstrip, bool rstrip, bool single_word) {
-    return json::object{{"id", next++},          {"content", content}, {"single_word", single_word},
-                        {"lstrip", lstrip},      {"rstrip", rstrip},   {"normalized", false},
+    return json::object{{"id", next++},     {"content", content}, {"single_word", single_word},
+                        {"lstrip", lstrip}, {"rstrip", rstrip},   {"normalized", false},
                         {"special", true}};
   };
-  json::array added_tokens{added("<t>", false, true, false), added("<t><u>", false, false, false),
-                           added("<s>", true, false, false), added("WORD", false, false, true),
-                           added("<end>", false, false, false)};
-  json::object doc{
-      {"version", "1.0"},
-      {"added_tokens", added_tokens},
-      {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true},
-        {"use_regex", true}}},
-      {"post_processor", nullptr},
-      {"decoder", {{"type", "ByteLevel"}}},
-      {"model",
-       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}, {"dropout", nullptr},
-        {"unk_token", nullptr}, {"fuse_unk", false}, {"byte_fallback", false}}}};
+  json::array added_tokens{
+      added("<t>", false, true, false),    added("<t><u>", false, false, false),
+      added("<s>", true, false, false),    added("WORD", false, false, true),
+      added("<end>", false, false, false), added("xx<t>", false, false, false)};
+  json::object doc{{"version", "1.0"},
+                   {"added_tokens", added_tokens},
+                   {"normalizer", nullptr},
+                   {"pre_tokenizer",
+                    {{"type", "ByteLevel"},
+                     {"add_prefix_space", false},
+                     {"trim_offsets", true},
+                     {"use_regex", true}}},
+                   {"post_processor", nullptr},
+                   {"decoder", {{"type", "ByteLevel"}}},
+                   {"model",
+                    {{"type", "BPE"},
+                     {"vocab", vocab},
+                     {"merges", merge_list},
+                     {"dropout", nullptr},
+                     {"unk_token", nullptr},
+                     {"fuse_unk", false},
+                     {"byte_fallback", false}}}};
   const auto path = std::filesystem::temp_directory_path() / "kvgate_prefix_cache_test.json";
   std::ofstream(path) << json::serialize(doc);
   std::unique_ptr<Tokenizer> tok;
@@ -64,9 +71,9 @@ TEST(PrefixCache, GrowingBranchingTextsGetEncodesIdsAndReuseTheirPrefix) {
   ASSERT_TRUE(tok);
   PrefixCache cache(*tok, 1 << 20);
   std::mt19937 rng(11);
-  const std::vector<std::string> pieces = {"<t>", "<t><u>", "<s>", "WORD", "<end>", "<t",
-                                           "abc", " ab", "xx", " ", "   ", "\n", "WORDS",
-                                           "é", "東京", "<", "u>", ">"};
+  const std::vector<std::string> pieces = {"<t>",   "<t><u>", "<s>",  "WORD", "<end>", "<t",
+                                           "abc",   " ab",    "xx",   " ",    "   ",   "\n",
+                                           "WORDS", "é",      "東京", "<",    "u>",    ">"};
   auto piece = [&] { return pieces[rng() % pieces.size()]; };
   std::vector<std::string> conversations(4, std::string(5000, 'a'));
   size_t reused = 0, total = 0, checked = 0;
