@@ -8,6 +8,7 @@
 #include "gateway/worker_pool.h"
 #include "kv/prefix_index.h"
 #include "routing/router.h"
+#include "tokenizer/prefix_cache.h"
 
 namespace kvgate::gateway {
 
@@ -110,6 +111,20 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   index_gauges.Set({"entries"}, static_cast<double>(stats.entries));
   index_gauges.Set({"bytes"}, static_cast<double>(stats.approx_bytes));
   index_gauges.Render(out);
+  if (s.prompt_cache != nullptr) {
+    const tokenizer::PrefixCache::Totals t = s.prompt_cache->totals();
+    CounterFamily texts{"kvgate_prompt_cache_texts_total",
+                        "Long rendered prompts tokenized through the prompt cache.", {}};
+    CounterFamily bytes{"kvgate_prompt_cache_bytes_total",
+                        "Their bytes: reused (not tokenized again) or tokenized.", {"kind"}};
+    CounterFamily size{"kvgate_prompt_cache_size", "What the prompt cache holds.", {"what"}, true};
+    texts.Add({}, static_cast<double>(t.texts));
+    bytes.Add({"reused"}, static_cast<double>(t.reused_bytes));
+    bytes.Add({"tokenized"}, static_cast<double>(t.tokenized_bytes));
+    size.Set({"bytes"}, static_cast<double>(s.prompt_cache->bytes()));
+    size.Set({"entries"}, static_cast<double>(s.prompt_cache->entries()));
+    for (const CounterFamily* f : {&texts, &bytes, &size}) f->Render(out);
+  }
 
   // docs/design.md §14: the gateway's check of its own view of each worker.
   CounterFamily fidelity_requests{"kvgate_fidelity_requests_total",

@@ -17,6 +17,9 @@ class EtcdDiscovery;
 namespace kvgate::events {
 class Subscriber;
 }
+namespace kvgate::tokenizer {
+class PrefixCache;
+}
 namespace kvgate::kv {
 class PrefixIndex;
 }
@@ -94,6 +97,7 @@ struct MetricsSources {
   const Tenants& tenants;
   const cluster::LoadSync* sync;         // null without NATS
   const discovery::EtcdDiscovery* etcd;  // null without etcd
+  const tokenizer::PrefixCache* prompt_cache;  // null without a tokenizer or when off
 };
 
 // The whole Prometheus text of /metrics.

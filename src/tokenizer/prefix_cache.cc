@@ -86,7 +86,11 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
       ids->reserve(resume.ids + (text.size() - resume.byte) / 2 + 16);
       ids->assign(found->ids.begin(), found->ids.begin() + resume.ids);
       if (use) *use = {resume.byte, resume.ids};
-      if (resume.byte == text.size() && found->text.size() == text.size()) return Status::Ok();
+      if (resume.byte == text.size() && found->text.size() == text.size()) {
+        ++totals_.texts;
+        totals_.reused_bytes += text.size();
+        return Status::Ok();
+      }
       entry.points.assign(
           found->points.begin(),
           std::upper_bound(found->points.begin(), found->points.end(), resume.byte,
@@ -97,6 +101,12 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
       ids->clear();
       if (use) *use = {};
     }
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++totals_.texts;
+    totals_.reused_bytes += resume.byte;
+    totals_.tokenized_bytes += text.size() - resume.byte;
   }
   if (!IsValidUtf8(text.substr(resume.byte))) {
     ids->clear();
@@ -165,6 +175,11 @@ void PrefixCache::Erase(Lru::iterator it) {
 size_t PrefixCache::bytes() const {
   std::lock_guard lock(mu_);
   return bytes_;
+}
+
+PrefixCache::Totals PrefixCache::totals() const {
+  std::lock_guard lock(mu_);
+  return totals_;
 }
 
 size_t PrefixCache::entries() const {

@@ -34,6 +34,12 @@ class PrefixCache {
 
   size_t bytes() const;
   size_t entries() const;
+  struct Totals {
+    uint64_t texts = 0;            // long texts encoded
+    uint64_t reused_bytes = 0;     // of those, bytes not tokenized again
+    uint64_t tokenized_bytes = 0;  // bytes tokenized
+  };
+  Totals totals() const;
 
  private:
   struct Entry {
@@ -67,6 +73,7 @@ class PrefixCache {
   // Prefix hash -> texts with that prefix, most recent first (a few at most).
   std::unordered_map<uint64_t, std::vector<Lru::iterator>> by_prefix_;
   size_t bytes_ = 0;
+  Totals totals_;
   uint64_t next_serial_ = 1;
 };
 

@@ -5,6 +5,7 @@ when it joins and on POST /admin/workers/{id}/probe. Each broken setup a user ca
 with real processes; a healthy worker reads ok."""
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -100,6 +101,36 @@ class FidelityTest(unittest.TestCase):
             self.assertEqual(status, 404)
             status, ready = gw.request("GET", "/ready")
             self.assertEqual(json.loads(ready)["flagged"], [])
+        finally:
+            gw.close()
+            m.close()
+
+    def test_a_growing_conversation_is_tokenized_past_its_last_turn_and_counts_agree(self):
+        """The gateway's prompt cache (docs/design.md §16): each turn of a long chat is
+        tokenized past the previous one only, and the engine, tokenizing every turn whole,
+        counts the same prompt tokens every time."""
+        m = Mocker("--model-dir", QWEN3)
+        gw = Gateway("--model-dir", QWEN3, config={"workers": [worker_config(m)]})
+        try:
+            messages = [{"role": "system", "content": "You review code. " * 300}]
+            rng = random.Random(3)
+            words = ["cache", "東京", "naïve", "return x;", "\n", "  ", "if (a < b) {", "}",
+                     "prefix", "é", "worker", "0x1f", "<|im_end|>", "token"]
+            for turn in range(8):
+                messages.append({"role": "user", "content": " ".join(
+                    rng.choice(words) for _ in range(rng.randint(50, 400)))})
+                status, body = gw.post("/v1/chat/completions",
+                                       {"messages": messages, "max_tokens": 3})
+                self.assertEqual(status, 200, body)
+                messages.append(body["choices"][0]["message"])
+            w = self.workers(gw)[0]
+            self.assertEqual(w["fidelity"]["requests"], 8)
+            self.assertEqual(w["fidelity"]["prompt_tokens_mismatch"], 0)
+            _, text = gw.request("GET", "/metrics")
+            self.assertEqual(metric(text, "kvgate_prompt_cache_texts_total"), 8)
+            reused = metric(text, "kvgate_prompt_cache_bytes_total", kind="reused")
+            tokenized = metric(text, "kvgate_prompt_cache_bytes_total", kind="tokenized")
+            self.assertGreater(reused, 3 * tokenized)  # most of each turn came from the last
         finally:
             gw.close()
             m.close()
