@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "chat/builtins.h"
+#include "common/html_escape.h"
 
 namespace kvgate::chat {
 namespace {
@@ -139,31 +140,7 @@ Value Safe(Heap& heap, Value v, List&, Kwargs&) {
   return v.is_string() ? v : heap.MakeString(v.Str());
 }
 
-Value Escape(Heap& heap, Value v, List&, Kwargs&) {
-  std::string out;
-  for (char c : v.Str()) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&#34;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return heap.MakeString(out);
-}
+Value Escape(Heap& heap, Value v, List&, Kwargs&) { return heap.MakeString(HtmlEscaped(v.Str())); }
 
 Value ToInt(Heap&, Value v, List& args, Kwargs&) {
   if (v.kind == K::kInt) return v;

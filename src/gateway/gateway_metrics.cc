@@ -114,9 +114,11 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
   if (s.prompt_cache != nullptr) {
     const tokenizer::PrefixCache::Totals t = s.prompt_cache->totals();
     CounterFamily texts{"kvgate_prompt_cache_texts_total",
-                        "Long rendered prompts tokenized through the prompt cache.", {}};
+                        "Long rendered prompts tokenized through the prompt cache.",
+                        {}};
     CounterFamily bytes{"kvgate_prompt_cache_bytes_total",
-                        "Their bytes: reused (not tokenized again) or tokenized.", {"kind"}};
+                        "Their bytes: reused (not tokenized again) or tokenized.",
+                        {"kind"}};
     CounterFamily size{"kvgate_prompt_cache_size", "What the prompt cache holds.", {"what"}, true};
     texts.Add({}, static_cast<double>(t.texts));
     bytes.Add({"reused"}, static_cast<double>(t.reused_bytes));

@@ -95,8 +95,8 @@ struct MetricsSources {
   const kv::PrefixIndex& index;
   const Fidelity& fidelity;
   const Tenants& tenants;
-  const cluster::LoadSync* sync;         // null without NATS
-  const discovery::EtcdDiscovery* etcd;  // null without etcd
+  const cluster::LoadSync* sync;               // null without NATS
+  const discovery::EtcdDiscovery* etcd;        // null without etcd
   const tokenizer::PrefixCache* prompt_cache;  // null without a tokenizer or when off
 };
 

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/html_escape.h"
+
 namespace kvgate::replay {
 namespace {
 
@@ -120,29 +122,6 @@ std::string ReportTable(const Report& report) {
 
 namespace {
 
-std::string EscapeHtml(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // One page gathering the report: the trace, the table of ReportTable and both plots.
 std::string ReportHtml(const Report& report) {
   std::string html = fmt::format(
@@ -157,7 +136,7 @@ std::string ReportHtml(const Report& report) {
       "<th>reuse</th><th>predicted reuse</th><th>TTFT p50</th><th>p90</th><th>p99</th>"
       "<th>ITL p50</th><th>p90</th><th>end-to-end p90</th><th>req/s</th>"
       "<th>requests per worker</th></tr>\n",
-      EscapeHtml(report.trace_path), report.trace_requests, 100 * report.ideal_reuse,
+      HtmlEscaped(report.trace_path), report.trace_requests, 100 * report.ideal_reuse,
       100 * report.bound_reuse, report.replicas,
       report.replicas > 1 ? fmt::format(" (load sync {}, {} ms late)", report.sync ? "on" : "off",
                                         report.sync_delay_ms)
@@ -167,7 +146,7 @@ std::string ReportHtml(const Report& report) {
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f} ms</td>"
         "<td>{:.1f} ms</td><td>{:.1f} ms</td><td>{:.1f} ms</td><td>{:.1f} ms</td>"
         "<td>{:.1f} ms</td><td>{:.2f}</td><td>{}</td></tr>\n",
-        EscapeHtml(p.policy), p.requests, p.rejected, 100 * p.reuse, 100 * p.predicted_reuse,
+        HtmlEscaped(p.policy), p.requests, p.rejected, 100 * p.reuse, 100 * p.predicted_reuse,
         p.ttft_ms.p50, p.ttft_ms.p90, p.ttft_ms.p99, p.itl_ms.p50, p.itl_ms.p90, p.e2e_ms.p90,
         p.throughput_rps, fmt::join(p.requests_per_worker, " "));
   }
