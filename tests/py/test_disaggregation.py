@@ -148,8 +148,10 @@ class DisaggregationTest(unittest.TestCase):
                     self.assertEqual(status, 200, r)
                     self.assertEqual(r["nvext"]["prefill_worker_id"], f.gw.worker_id(f.prefill[0]))
                     self.assertEqual(r["nvext"]["cached_blocks"], held)
-                    self.assertEqual(f.prefill[0].metric("kvgate_mocker_prefix_cache_hit_tokens_total") - before,
-                                     held * 16)
+                    # (The worker's canary may repeat its 3-block prompt meanwhile: its hit
+                    # counts too when it lands in this window, as under ASan's timing.)
+                    hits = f.prefill[0].metric("kvgate_mocker_prefix_cache_hit_tokens_total") - before
+                    self.assertIn(hits, (held * 16, held * 16 + 3 * 16))
                     # The decode worker now holds it all (its KV came over): no prefill phase.
                     f.gw.wait_metric("kvgate_index_size",
                                      lambda v: v >= 2 * ((len(longer) - 1) // 16), what="entries")
