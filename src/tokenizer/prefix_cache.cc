@@ -80,17 +80,16 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
   {
     std::lock_guard lock(mu_);
     Lru::iterator found = Find(text, keys, &resume);
+    ++totals_.texts;
+    totals_.reused_bytes += resume.byte;
+    totals_.tokenized_bytes += text.size() - resume.byte;
     if (found != lru_.end()) {
       lru_.splice(lru_.begin(), lru_, found);  // (iterators stay valid)
       // (room for the rest too: about one id per 2 bytes at most, in practice)
       ids->reserve(resume.ids + (text.size() - resume.byte) / 2 + 16);
       ids->assign(found->ids.begin(), found->ids.begin() + resume.ids);
       if (use) *use = {resume.byte, resume.ids};
-      if (resume.byte == text.size() && found->text.size() == text.size()) {
-        ++totals_.texts;
-        totals_.reused_bytes += text.size();
-        return Status::Ok();
-      }
+      if (resume.byte == text.size() && found->text.size() == text.size()) return Status::Ok();
       entry.points.assign(
           found->points.begin(),
           std::upper_bound(found->points.begin(), found->points.end(), resume.byte,
@@ -101,12 +100,6 @@ Status PrefixCache::Encode(std::string_view text, std::vector<uint32_t>* ids, Us
       ids->clear();
       if (use) *use = {};
     }
-  }
-  {
-    std::lock_guard lock(mu_);
-    ++totals_.texts;
-    totals_.reused_bytes += resume.byte;
-    totals_.tokenized_bytes += text.size() - resume.byte;
   }
   if (!IsValidUtf8(text.substr(resume.byte))) {
     ids->clear();
