@@ -1,6 +1,7 @@
 #include "events/subscriber.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
@@ -17,6 +18,10 @@ LogRateLimiter g_bad_input_log(10);
 }  // namespace
 
 struct Subscriber::ZmqContext {
+  // libzmq starts its I/O thread and reaper with the first socket, and aborts the process
+  // when it cannot create their pollers: start them now, while descriptors are plentiful,
+  // rather than with a worker's first stream (which may come when the process has none).
+  ZmqContext() { zmq::socket_t starter(context, zmq::socket_type::pair); }
   zmq::context_t context{1};
 };
 
@@ -216,9 +221,13 @@ std::vector<std::pair<uint32_t, WorkerStreamStats>> Subscriber::Stats() const {
 
 void Subscriber::ProcessCommands() {
   std::vector<Command> commands;
+  if (!deferred_.empty() && std::chrono::steady_clock::now() >= retry_deferred_at_)
+    commands.swap(deferred_);
   {
     std::lock_guard lock(mu_);
-    commands.swap(commands_);
+    // After the deferred ones: a later command for the same worker wins.
+    commands.insert(commands.end(), commands_.begin(), commands_.end());
+    commands_.clear();
   }
   for (const Command& c : commands) {
     const uint32_t worker = c.endpoints.worker;
@@ -229,8 +238,17 @@ void Subscriber::ProcessCommands() {
       try {
         streams_.push_back(std::make_unique<Stream>(*this, c.endpoints));
       } catch (const zmq::error_t& e) {
-        Log(LogLevel::kError, "worker {}: cannot connect to {}: {}", worker, c.endpoints.events,
-            e.what());
+        if (e.num() == EMFILE || e.num() == ENFILE || e.num() == ENOMEM) {
+          // This process is short of descriptors: not the worker's fault, try again soon.
+          deferred_.push_back(c);
+          retry_deferred_at_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+          if (g_bad_input_log.Allow()) {
+            Log(LogLevel::kWarn, "worker {}: cannot subscribe yet: {}", worker, e.what());
+          }
+        } else {
+          Log(LogLevel::kError, "worker {}: cannot connect to {}: {}", worker, c.endpoints.events,
+              e.what());
+        }
       }
     } else if (index_ != nullptr) {
       index_->RemoveWorker(worker);

@@ -86,7 +86,9 @@ class Subscriber {
   struct ZmqContext;
   std::unique_ptr<ZmqContext> zmq_;
   std::vector<std::unique_ptr<Stream>> streams_;  // subscriber thread only
-  mutable std::mutex mu_;                         // guards commands_ and stats_
+  std::vector<Command> deferred_;  // subscriber thread only: adds that failed for want of fds
+  std::chrono::steady_clock::time_point retry_deferred_at_{};
+  mutable std::mutex mu_;  // guards commands_ and stats_
   std::vector<Command> commands_;
   std::vector<std::pair<uint32_t, WorkerStreamStats>> stats_;
   std::atomic<bool> stop_{false};

@@ -124,18 +124,25 @@ std::string CanaryRunner::Run(uint32_t worker_id) {
     r.body = body;
     r.timeouts.first_byte = options_.request_timeout;
     if (worker.config.dp_size > 1) r.headers.emplace_back("X-data-parallel-rank", "0");
-    std::future<http::WholeResponse> future =
-        http::FetchWhole(client_, worker.endpoint, std::move(r));
-    const auto deadline = Clock::now() + options_.request_timeout + std::chrono::seconds(5);
-    while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-      if (Stopping()) return "error: the gateway is stopping";
-      if (Clock::now() > deadline) return "error: no answer in time";
-    }
     http::WholeResponse reply;
-    try {
-      reply = future.get();
-    } catch (const std::future_error&) {  // the client shut down under it
-      return "error: the gateway is stopping";
+    for (;;) {
+      std::future<http::WholeResponse> future = http::FetchWhole(client_, worker.endpoint, r);
+      const auto deadline = Clock::now() + options_.request_timeout + std::chrono::seconds(5);
+      while (future.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+        if (Stopping()) return "error: the gateway is stopping";
+        if (Clock::now() > deadline) return "error: no answer in time";
+      }
+      try {
+        reply = future.get();
+      } catch (const std::future_error&) {  // the client shut down under it
+        return "error: the gateway is stopping";
+      }
+      // Out of descriptors or memory here says nothing of the worker: ask again later.
+      if (reply.status.code() != StatusCode::kResourceExhausted) break;
+      for (int i = 0; i < 10; ++i) {
+        if (Stopping()) return "error: the gateway is stopping";
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
     if (!reply.status.ok()) return "error: " + reply.status.message();
     if (reply.code != 200) {

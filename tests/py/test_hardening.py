@@ -2,6 +2,7 @@
 processes and raw sockets: authentication before the body, keys files that would turn
 authentication off, a worker that answers /health but hangs every request, clients that
 leave or stop reading, running out of file descriptors, and Retry-After on overload."""
+import http.client
 import json
 import os
 import re
@@ -268,11 +269,63 @@ class HardeningTest(unittest.TestCase):
             self.assertEqual(gw.metric("kvgate_worker_healthy", worker=gw.worker_id(m)), 1)
             status, _ = gw.post("/v1/completions", {"prompt": "again", "max_tokens": 1})
             self.assertEqual(status, 200)
+            # Nor was it flagged: a canary that met the shortage waited it out.
+            gw.wait_metric("kvgate_worker_canary", lambda v: v == 1, worker=gw.worker_id(m),
+                           result="ok")
         finally:
             for s in held:
                 s.close()
             gw.close()
             m.close()
+
+    def test_a_worker_that_joins_while_descriptors_are_out_is_subscribed_once_they_are_back(self):
+        """Its KV-event stream is the gateway's first ZMQ socket (libzmq aborts a process
+        that cannot start its I/O thread) and cannot be opened until descriptors free up."""
+        m, eventless = Mocker(), Mocker()
+        limit = 64
+        prompt = list(range(100, 100 + 4 * 16 + 3))
+        gw = Gateway("--block-size", "16", config={"workers": [{"url": eventless.url}]},
+                     preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)))
+        held = []
+        admin = http.client.HTTPConnection("127.0.0.1", port_of(gw), timeout=10)
+        try:
+            status, _ = m.post("/v1/completions", {"prompt": prompt, "max_tokens": 1})
+            self.assertEqual(status, 200)  # the worker holds the prompt's blocks already
+            admin.request("GET", "/health")  # accepted before descriptors run out
+            admin.getresponse().read()
+            for _ in range(limit + 20):
+                held.append(socket.create_connection(("127.0.0.1", port_of(gw))))
+            time.sleep(0.3)
+            record = {"url": m.url, "engine": "vllm",
+                      "kv_events": f"tcp://127.0.0.1:{m.events}",
+                      "kv_replay": f"tcp://127.0.0.1:{m.replay}"}
+            admin.request("POST", "/admin/workers", json.dumps(record),
+                          {"Content-Type": "application/json"})
+            reply = admin.getresponse()
+            added = json.loads(reply.read())
+            self.assertEqual(reply.status, 201, added)
+            time.sleep(1)  # its subscription is tried, and waits
+            for s in held:
+                s.close()
+            held.clear()
+            deadline = time.time() + 10
+            while (gw.metric("kvgate_worker_healthy", worker=added["id"]) < 1
+                   and time.time() < deadline):
+                time.sleep(0.1)
+            status, r = gw.post("/v1/completions", {
+                "prompt": prompt, "max_tokens": 1,
+                "nvext": {"extra_fields": ["worker_id", "cached_blocks"]}})
+            self.assertEqual(status, 200, r)
+            # Routed once the replay of what it held was in: the prefix was predicted cached.
+            self.assertEqual((r["nvext"]["worker_id"], r["nvext"]["cached_blocks"]),
+                             (added["id"], 4))
+        finally:
+            admin.close()
+            for s in held:
+                s.close()
+            gw.close()
+            m.close()
+            eventless.close()
 
 
 if __name__ == "__main__":
