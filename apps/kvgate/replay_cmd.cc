@@ -1,5 +1,6 @@
 // `kvgate replay`: replays a request trace against simulated workers under each routing
 // policy and reports prefix reuse and latency (docs/design.md §9, §10).
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "replay/capacity.h"
 #include "replay/live.h"
 #include "replay/report.h"
 #include "replay/simulator.h"
@@ -34,9 +36,15 @@ struct ReplayFlags {
   double transfer_gbps = 100;
   std::string sync = "on";
   double sync_delay_ms = 0;
+  bool capacity = false;
+  double slo_ttft_p90_ms = 2000;
 };
 
 int Replay(const ReplayFlags& f) {
+  if (f.capacity && !f.url.empty()) {
+    std::cerr << "kvgate replay: --capacity is for offline replays (no --url)\n";
+    return 2;
+  }
   std::vector<routing::Policy> policies;
   std::stringstream list(f.policies);
   for (std::string name; std::getline(list, name, ',');) {
@@ -133,10 +141,37 @@ int Replay(const ReplayFlags& f) {
     }
     report.policies.push_back(replay::Summarize(run, workers, f.block_size));
   }
+  if (f.capacity) report.slo_ttft_p90_ms = f.slo_ttft_p90_ms;
   for (routing::Policy policy : f.url.empty() ? policies : std::vector<routing::Policy>{}) {
-    const replay::PolicyRun run =
-        replay::RunOffline(trace, policy, options, progress_for(routing::PolicyName(policy)));
-    report.policies.push_back(replay::Summarize(run, fleet, f.block_size));
+    const std::string name(routing::PolicyName(policy));
+    auto run_at = [&](double speed) {
+      replay::ReplayOptions o = options;
+      o.speed = speed;
+      const std::string label = f.capacity ? fmt::format("{} @{:.3g}x", name, speed) : name;
+      return replay::Summarize(replay::RunOffline(trace, policy, o, progress_for(label)), fleet,
+                               f.block_size);
+    };
+    if (!f.capacity) {
+      report.policies.push_back(run_at(f.speed));
+      continue;
+    }
+    // The last run that met the SLO is the one at capacity (the search only raises it).
+    replay::PolicySummary at_capacity, last;
+    replay::CapacitySearch search;
+    search.start = f.speed;
+    const replay::Capacity capacity = replay::FindCapacity(
+        [&](double speed) {
+          last = run_at(speed);
+          const bool met = last.rejected == 0 && last.ttft_ms.p90 <= f.slo_ttft_p90_ms;
+          if (met) at_capacity = last;
+          return met;
+        },
+        search);
+    replay::PolicySummary& summary =
+        report.policies.emplace_back(capacity.speed > 0 ? std::move(at_capacity) : std::move(last));
+    summary.capacity_speed = capacity.speed;
+    summary.capacity_exceeded_at = capacity.exceeded_at;
+    if (capacity.speed > 0) summary.reuse_at_half_capacity = run_at(capacity.speed / 2).reuse;
   }
   std::cout << replay::ReportTable(report);
   if (!f.out.empty()) {
@@ -193,6 +228,12 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
   cmd->add_option("--sync-delay-ms", f.sync_delay_ms,
                   "How late a replica's load reaches the others")
       ->capture_default_str();
+  cmd->add_flag("--capacity", f.capacity,
+                "Per policy, search for the highest --speed (starting from --speed) whose TTFT "
+                "p90 meets --slo-ttft-p90-ms; reports capacity_speed and the run there");
+  cmd->add_option("--slo-ttft-p90-ms", f.slo_ttft_p90_ms, "The SLO of --capacity")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();
   cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")

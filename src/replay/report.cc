@@ -75,17 +75,25 @@ std::string ReportJson(const Report& report) {
   json::array policies;
   for (const PolicySummary& p : report.policies) {
     json::array per_worker(p.requests_per_worker.begin(), p.requests_per_worker.end());
-    policies.push_back(json::object{{"policy", p.policy},
-                                    {"requests", p.requests},
-                                    {"rejected", p.rejected},
-                                    {"reuse", p.reuse},
-                                    {"predicted_reuse", p.predicted_reuse},
-                                    {"ttft_ms", PercentilesJson(p.ttft_ms)},
-                                    {"itl_ms", PercentilesJson(p.itl_ms)},
-                                    {"e2e_ms", PercentilesJson(p.e2e_ms)},
-                                    {"throughput_rps", p.throughput_rps},
-                                    {"requests_per_worker", std::move(per_worker)},
-                                    {"wall_seconds", p.wall_seconds}});
+    json::object& entry =
+        policies
+            .emplace_back(json::object{{"policy", p.policy},
+                                       {"requests", p.requests},
+                                       {"rejected", p.rejected},
+                                       {"reuse", p.reuse},
+                                       {"predicted_reuse", p.predicted_reuse},
+                                       {"ttft_ms", PercentilesJson(p.ttft_ms)},
+                                       {"itl_ms", PercentilesJson(p.itl_ms)},
+                                       {"e2e_ms", PercentilesJson(p.e2e_ms)},
+                                       {"throughput_rps", p.throughput_rps},
+                                       {"requests_per_worker", std::move(per_worker)},
+                                       {"wall_seconds", p.wall_seconds}})
+            .as_object();
+    if (report.slo_ttft_p90_ms > 0) {
+      entry["capacity_speed"] = p.capacity_speed;
+      entry["capacity_exceeded_at"] = p.capacity_exceeded_at;
+      entry["reuse_at_half_capacity"] = p.reuse_at_half_capacity;
+    }
   }
   json::object out{{"trace", json::object{{"path", report.trace_path},
                                           {"requests", report.trace_requests},
@@ -95,6 +103,9 @@ std::string ReportJson(const Report& report) {
                                              {"sync", report.sync},
                                              {"sync_delay_ms", report.sync_delay_ms}}},
                    {"policies", std::move(policies)}};
+  if (report.slo_ttft_p90_ms > 0) {
+    out["capacity"] = json::object{{"slo_ttft_p90_ms", report.slo_ttft_p90_ms}};
+  }
   return json::serialize(out);
 }
 
@@ -116,6 +127,25 @@ std::string ReportTable(const Report& report) {
         report.bound_reuse > 0 ? 100 * p.reuse / report.bound_reuse : 0, p.ttft_ms.p50,
         p.ttft_ms.p90, p.ttft_ms.p99, p.itl_ms.p50, p.itl_ms.p99, p.e2e_ms.p50, p.throughput_rps,
         lo == p.requests_per_worker.end() ? 0 : *lo, hi == p.requests_per_worker.end() ? 0 : *hi);
+  }
+  if (report.slo_ttft_p90_ms > 0) {
+    // The rows above are each policy's run at its capacity.
+    double round_robin = 0;
+    for (const PolicySummary& p : report.policies) {
+      if (p.policy == "round_robin") round_robin = p.capacity_speed;
+    }
+    out += fmt::format(
+        "\ncapacity: the highest --speed with TTFT p90 <= {:.0f} ms (rows above: "
+        "each policy at its capacity)\n",
+        report.slo_ttft_p90_ms);
+    for (const PolicySummary& p : report.policies) {
+      out += fmt::format("{:<13} {:>8.3f}x speed", p.policy, p.capacity_speed);
+      if (round_robin > 0)
+        out += fmt::format(" {:>6.2f}x round_robin", p.capacity_speed / round_robin);
+      out += fmt::format(
+          "   reuse at half of it {:.1f}% ({:.1f}% of bound)\n", 100 * p.reuse_at_half_capacity,
+          report.bound_reuse > 0 ? 100 * p.reuse_at_half_capacity / report.bound_reuse : 0);
+    }
   }
   return out;
 }

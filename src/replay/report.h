@@ -25,6 +25,10 @@ struct PolicySummary {
   std::vector<size_t> requests_per_worker;
   double wall_seconds = 0;
   std::vector<double> ttft_sorted;  // for plots
+  // Set by a capacity search (`replay --capacity`), which reports the run at capacity_speed.
+  double capacity_speed = 0;          // the highest speed found to meet the SLO; 0: none
+  double capacity_exceeded_at = 0;    // the lowest speed found to miss it above that
+  double reuse_at_half_capacity = 0;  // a run at half of capacity_speed
 };
 
 PolicySummary Summarize(const PolicyRun& run, uint32_t workers, uint32_t block_size);
@@ -38,6 +42,7 @@ struct Report {
   uint32_t replicas = 1;
   bool sync = true;
   double sync_delay_ms = 0;
+  double slo_ttft_p90_ms = 0;  // > 0: each policy's capacity was searched for under this SLO
   std::vector<PolicySummary> policies;
 };
 

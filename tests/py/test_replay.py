@@ -22,10 +22,13 @@ def strip_wall(report):
 
 class ReplayTest(unittest.TestCase):
     def replay(self, *args):
+        return self.replay_args("--requests", "600", "--workers", "3", "--num-blocks", "2048",
+                                "--seed", "7", *args)
+
+    def replay_args(self, *args):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "r.json")
-            run(["replay", "--requests", "600", "--workers", "3", "--num-blocks", "2048",
-                 "--seed", "7", "--out", out, *args], timeout=300)
+            run(["replay", "--out", out, *args], timeout=300)
             with open(out) as f:
                 return json.load(f)
 
@@ -82,6 +85,31 @@ class ReplayTest(unittest.TestCase):
             self.assertEqual({int(r[1]) for r in rows}, {300})
             self.assertIn("<img src='ttft_cdf.svg'", page)
             self.assertIn("<img src='reuse.svg'", page)
+
+    def test_capacity_is_the_fastest_speed_that_meets_the_slo(self):
+        slo = 400
+        fleet = ["--requests", "400", "--workers", "2", "--num-blocks", "2048", "--seed", "3"]
+        a = self.replay_args(*fleet, "--policy", "kv,round_robin", "--capacity",
+                             "--slo-ttft-p90-ms", str(slo))
+        self.assertEqual(a["capacity"], {"slo_ttft_p90_ms": slo})
+        for p in a["policies"]:
+            lo, hi = p["capacity_speed"], p["capacity_exceeded_at"]
+            self.assertTrue(0 < lo < hi <= lo * 1.02 + 1e-9, p)
+            # The row is the run at capacity: within the SLO.
+            self.assertLessEqual(p["ttft_ms"]["p90"], slo)
+            self.assertEqual(p["requests"], a["trace"]["requests"])
+            self.assertGreater(p["reuse_at_half_capacity"], 0)
+            # Replayed on their own, the two ends of the bracket fall either side of the SLO,
+            # and the run at capacity is the one reported.
+            at = self.replay_args(*fleet, "--policy", p["policy"], "--speed", repr(lo))
+            above = self.replay_args(*fleet, "--policy", p["policy"], "--speed", repr(hi))
+            self.assertEqual(at["policies"][0]["ttft_ms"], p["ttft_ms"])
+            self.assertGreater(above["policies"][0]["ttft_ms"]["p90"], slo)
+            half = self.replay_args(*fleet, "--policy", p["policy"], "--speed", repr(lo / 2))
+            self.assertEqual(half["policies"][0]["reuse"], p["reuse_at_half_capacity"])
+        code, _, err = run(["replay", "--capacity", "--url", "http://127.0.0.1:1"], check=False)
+        self.assertEqual(code, 2)
+        self.assertIn("offline", err)
 
     def test_mooncake_trace_and_errors(self):
         with tempfile.TemporaryDirectory() as d:
