@@ -273,6 +273,18 @@ void SplitAt(std::string_view text, const std::vector<std::pair<size_t, size_t>>
   }
 }
 
+// The pieces of an Isolated split: each match, and each run between matches.
+void IsolatedSpans(const Regex& regex, std::string_view text,
+                   std::vector<std::pair<uint32_t, uint32_t>>& spans) {
+  size_t last = 0;
+  regex.ForEachMatch(text, [&](size_t s, size_t e) {
+    if (s > last) spans.emplace_back(last, s);
+    spans.emplace_back(s, e);
+    last = e;
+  });
+  if (last < text.size()) spans.emplace_back(last, text.size());
+}
+
 class SplitPreTokenizer : public PreTokenizer {
  public:
   std::unique_ptr<Regex> regex;
@@ -295,6 +307,13 @@ class SplitPreTokenizer : public PreTokenizer {
       SplitAt(p, matches, behavior, invert, out);
     }
     pieces.swap(out);
+  }
+  bool Cut(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& spans,
+           bool* byte_level) const override {
+    if (!regex || behavior != Behavior::kIsolated || invert) return false;
+    IsolatedSpans(*regex, text, spans);
+    *byte_level = false;
+    return true;
   }
 };
 
@@ -321,6 +340,18 @@ class ByteLevelPreTokenizer : public PreTokenizer {
     for (std::string& p : split) p = BytesToByteLevel(p);
     pieces.swap(split);
   }
+  bool Cut(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& spans,
+           bool* byte_level) const override {
+    if (add_prefix_space) return false;
+    if (regex) {
+      IsolatedSpans(*regex, text, spans);
+    } else if (!text.empty()) {
+      spans.emplace_back(0, text.size());
+    }
+    *byte_level = true;
+    return true;
+  }
+  bool MapsBytesOnly() const override { return !add_prefix_space && !regex; }
 };
 
 class MetaspacePreTokenizer : public PreTokenizer {
@@ -380,6 +411,18 @@ class SequencePreTokenizer : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> parts;
   void Apply(std::vector<std::string>& pieces, bool sequence_start) const override {
     for (const auto& p : parts) p->Apply(pieces, sequence_start);
+  }
+  // One part cuts; after it, at most one maps bytes (Split then ByteLevel: Qwen, Llama 3).
+  bool Cut(std::string_view text, std::vector<std::pair<uint32_t, uint32_t>>& spans,
+           bool* byte_level) const override {
+    if (parts.empty() || parts.size() > 2) return false;
+    if (parts.size() == 2 && !parts[1]->MapsBytesOnly()) return false;
+    if (!parts[0]->Cut(text, spans, byte_level)) return false;
+    if (parts.size() == 2) {
+      if (*byte_level) return false;  // mapped twice: not this shape
+      *byte_level = true;
+    }
+    return true;
   }
 };
 

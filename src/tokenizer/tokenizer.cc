@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <boost/json.hpp>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/bytes.h"
 #include "tokenizer/pipeline.h"
+#include "tokenizer/word_cache.h"
 
 namespace kvgate::tokenizer {
 namespace {
@@ -43,6 +45,11 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 }  // namespace
 
 struct Tokenizer::Impl {
+  // Names this tokenizer to the per-thread word caches (an address could be reused).
+  const uint64_t serial = [] {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }();
   std::unique_ptr<Normalizer> normalizer;
   std::unique_ptr<PreTokenizer> pre_tokenizer;
   std::unique_ptr<Bpe> model;
@@ -196,6 +203,7 @@ struct Tokenizer::Impl {
     std::vector<Segment> segments;
     SplitAdded(text, from, segments);
     std::vector<std::string> pieces;
+    std::vector<std::pair<uint32_t, uint32_t>> spans;
     bool first = from == 0;
     for (auto& [segment, added_index, begin, end] : segments) {
       if (added_index >= 0) {
@@ -211,11 +219,33 @@ struct Tokenizer::Impl {
         continue;
       }
       if (normalizer) normalizer->Apply(segment);
+      const bool sequence_start = std::exchange(first, false);
+      spans.clear();
+      bool byte_level = false;
+      if (pre_tokenizer && pre_tokenizer->Cut(segment, spans, &byte_level)) {
+        EncodeSpans(segment, spans, byte_level, ids);
+        continue;
+      }
       pieces.clear();
       pieces.push_back(std::move(segment));
-      if (pre_tokenizer) pre_tokenizer->Apply(pieces, first);
+      if (pre_tokenizer) pre_tokenizer->Apply(pieces, sequence_start);
       for (const std::string& p : pieces) model->EncodeWord(p, ids);
-      first = false;
+    }
+  }
+
+  // The pieces a cutting pre-tokenizer found (PreTokenizer::Cut), through this thread's
+  // word cache; only unknown words are copied, mapped and merged.
+  void EncodeSpans(std::string_view text, const std::vector<std::pair<uint32_t, uint32_t>>& spans,
+                   bool byte_level, std::vector<uint32_t>& ids) const {
+    WordCache& cache = WordCache::ForThread(serial);
+    std::string word;
+    for (auto [begin, end] : spans) {
+      const std::string_view raw = text.substr(begin, end - begin);
+      if (cache.Append(raw, ids)) continue;
+      word = byte_level ? BytesToByteLevel(raw) : std::string(raw);
+      const size_t before = ids.size();
+      model->EncodeWord(word, ids);
+      cache.Insert(raw, std::span<const uint32_t>(ids).subspan(before));
     }
   }
 
