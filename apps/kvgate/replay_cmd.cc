@@ -236,6 +236,9 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--prefill-weight", f.kv.prefill_weight, "kv policy: weight of prefill blocks")
       ->capture_default_str();
+  cmd->add_option("--decode-weight", f.kv.decode_weight,
+                  "kv policy: weight of blocks held by decoding requests")
+      ->capture_default_str();
   cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")
       ->capture_default_str();
   cmd->add_option("--temperature", f.kv.temperature, "kv policy: 0 = argmin, > 0 = sample")

@@ -62,10 +62,10 @@ class KvPolicy final : public SelectionPolicy {
 
 double KvCost(const KvWeights& w, uint32_t block_size, const Candidate& c, uint32_t prompt_tokens) {
   const auto& b = c.overlap.blocks;
-  const double credit = b[0] + 0.75 * b[1] + 0.25 * b[2];
+  const double credit = std::max<double>(b[0] + 0.75 * b[1] + 0.25 * b[2], c.in_flight_blocks);
   const double prefill_blocks = std::max(
       0.0, (static_cast<double>(c.load.prefill_tokens) + prompt_tokens) / block_size - credit);
-  return w.prefill_weight * prefill_blocks + static_cast<double>(c.load.decode_blocks) +
+  return w.prefill_weight * prefill_blocks + w.decode_weight * c.load.decode_blocks +
          w.request_weight * c.load.requests;
 }
 

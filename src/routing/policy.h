@@ -25,6 +25,12 @@ struct KvWeights {
   // best on both the Mooncake and the synthetic trace, from light load to saturation
   // (docs/benchmarks.md); 1 let active decode blocks outweigh a cached prefix.
   double prefill_weight = 8.0;
+  // A block held by a decoding request delays a new request's first token by far less than
+  // a block it must prefill: with vLLM's fitted step times (the mocker's), a full cache adds
+  // ~54 ms to a step and 64 prompt tokens ~1 ms. 1/32 kept the most capacity on both traces
+  // (`replay --capacity`, docs/benchmarks.md); 1 made loaded caches look full and spread
+  // conversations away from their prefixes.
+  double decode_weight = 1.0 / 32;
   double request_weight = 1.0;
   double temperature = 0.0;  // 0: argmin; > 0: sample p ~ exp(-normalized_cost / T)
 };
@@ -74,6 +80,9 @@ struct Candidate {
   WorkerLoad load;
   kv::Overlap overlap;
   double cost = 0;
+  // Leading blocks of the prompt that requests in flight to this worker will have cached
+  // (routing/in_flight_prefixes.h): not in the index yet, but soon in the engine.
+  uint32_t in_flight_blocks = 0;
 };
 
 class SelectionPolicy {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kv/block_hash.h"
+
 namespace kvgate::routing {
 
 Router::Router(RouterConfig config, const kv::PrefixIndex* index, std::shared_ptr<LoadView> loads)
@@ -51,6 +53,7 @@ void Router::RemoveWorker(kv::WorkerKey worker) {
   std::erase_if(workers_, [&](const WorkerState& w) { return w.key == worker; });
   loads_->RemoveWorker(worker);
   policy_->OnWorkerRemoved(worker);
+  in_flight_.RemoveWorker(worker);
 }
 
 std::vector<kv::WorkerKey> Router::RoutableWorkers() const {
@@ -79,7 +82,10 @@ void Router::MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>
 }
 
 void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
-                    std::vector<Candidate>& candidates, std::vector<Candidate>* busy) const {
+                    std::span<const uint64_t> sequence_hashes, std::vector<Candidate>& candidates,
+                    std::vector<Candidate>* busy) const {
+  std::vector<std::pair<kv::WorkerKey, uint32_t>> in_flight;
+  in_flight_.Match(sequence_hashes, in_flight);
   candidates.reserve(workers_.size());
   for (const WorkerState& w : workers_) {
     if (w.draining || w.prefill_only != request.prefill_phase) continue;
@@ -88,6 +94,9 @@ void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>&
     Candidate c{w.key, loads_->Load(w.key), kv::Overlap{w.key, {}}, 0};
     for (const kv::Overlap& o : overlaps) {
       if (o.worker == w.key) c.overlap = o;
+    }
+    for (auto [worker, blocks] : in_flight) {
+      if (worker == w.key) c.in_flight_blocks = blocks;
     }
     if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests &&
          !request.within_fair_share) ||
@@ -102,10 +111,14 @@ void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>&
 
 RouteExplanation Router::Explain(const RouteRequest& request) {
   std::vector<kv::Overlap> overlaps;
-  if (policy_->reads_index() && index_ != nullptr) MatchOverlaps(request, overlaps);
+  std::vector<uint64_t> sequence_hashes;
+  if (tracks_in_flight()) {
+    MatchOverlaps(request, overlaps);
+    kv::SequenceHashes(request.local_hashes, sequence_hashes);
+  }
   std::lock_guard lock(mu_);
   RouteExplanation e;
-  Gather(request, overlaps, e.candidates, &e.busy);
+  Gather(request, overlaps, sequence_hashes, e.candidates, &e.busy);
   if (!e.candidates.empty()) e.chosen = policy_->Pick(e.candidates, request);
   return e;
 }
@@ -113,11 +126,15 @@ RouteExplanation Router::Explain(const RouteRequest& request) {
 std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* all_busy) {
   // Match outside the router lock: it only takes the index's shared lock.
   std::vector<kv::Overlap> overlaps;
-  if (policy_->reads_index() && index_ != nullptr) MatchOverlaps(request, overlaps);
+  std::vector<uint64_t> sequence_hashes;
+  if (tracks_in_flight()) {
+    MatchOverlaps(request, overlaps);
+    kv::SequenceHashes(request.local_hashes, sequence_hashes);
+  }
 
   std::lock_guard lock(mu_);
   std::vector<Candidate> candidates, busy;
-  Gather(request, overlaps, candidates, all_busy ? &busy : nullptr);
+  Gather(request, overlaps, sequence_hashes, candidates, all_busy ? &busy : nullptr);
   if (all_busy) *all_busy = candidates.empty() && !busy.empty();
   if (candidates.empty()) return std::nullopt;
 
@@ -130,12 +147,19 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* al
                   chosen.load,
                   chosen.overlap};
   const uint32_t bs = config_.block_size;
-  const uint64_t cached_tokens = uint64_t{d.cached_blocks} * bs;
+  const uint64_t cached_tokens = uint64_t{std::max(d.cached_blocks, chosen.in_flight_blocks)} * bs;
   const uint32_t prefill = request.prompt_tokens > cached_tokens
                                ? static_cast<uint32_t>(request.prompt_tokens - cached_tokens)
                                : 0;
   loads_->OnRouted(d.id, d.worker, prefill, (request.prompt_tokens + bs - 1) / bs);
+  if (tracks_in_flight()) in_flight_.Add(d.id, d.worker, std::move(sequence_hashes));
   return d;
+}
+
+void Router::OnFinished(RequestId id) {
+  loads_->OnFinished(id);
+  std::lock_guard lock(mu_);
+  in_flight_.Remove(id);
 }
 
 }  // namespace kvgate::routing

@@ -8,9 +8,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kv/prefix_index.h"
+#include "routing/in_flight_prefixes.h"
 #include "routing/load_view.h"
 #include "routing/policy.h"
 
@@ -66,8 +68,8 @@ class Router {
     return policy_->reads_index() && index_ != nullptr && index_->has_eagle_blocks();
   }
   void OnFirstToken(RequestId id) { loads_->OnFirstToken(id); }
-  void OnFinished(RequestId id) { loads_->OnFinished(id); }
-  void OnFailed(RequestId id) { loads_->OnFinished(id); }
+  void OnFinished(RequestId id);
+  void OnFailed(RequestId id) { OnFinished(id); }
 
   WorkerLoad Load(kv::WorkerKey worker) const { return loads_->Load(worker); }
   LoadView& loads() { return *loads_; }
@@ -78,8 +80,12 @@ class Router {
   // Each worker's overlap with the request (the longer of the plain and EAGLE matches).
   void MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>& overlaps) const;
   // The workers that could take `request`, split into free and busy (mu_ held).
+  // `sequence_hashes`: the request's, when tracks_in_flight().
   void Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
-              std::vector<Candidate>& candidates, std::vector<Candidate>* busy) const;
+              std::span<const uint64_t> sequence_hashes, std::vector<Candidate>& candidates,
+              std::vector<Candidate>* busy) const;
+  // The policy reads the index, so it is also told what requests in flight will cache.
+  bool tracks_in_flight() const { return policy_->reads_index() && index_ != nullptr; }
 
   const RouterConfig config_;
   const kv::PrefixIndex* index_;
@@ -92,6 +98,7 @@ class Router {
     bool prefill_only = false;
   };
   std::vector<WorkerState> workers_;
+  InFlightPrefixes in_flight_;  // (mu_)
   uint64_t next_sequence_ = 1;
 };
 

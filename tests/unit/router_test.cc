@@ -45,6 +45,7 @@ RouterConfig Config(Policy policy, double temperature = 0) {
   c.policy = policy;
   c.block_size = kBs;
   c.kv.prefill_weight = 1;  // the hand-computed costs below use unit weights
+  c.kv.decode_weight = 1;
   c.kv.request_weight = 1;
   c.kv.temperature = temperature;
   c.seed = 99;
@@ -136,6 +137,39 @@ TEST(Router, LoadWinsWhenTheCachedWorkerIsSaturated) {
   }
   auto d = r.Route({f.local, 32, {}, {}});
   EXPECT_EQ(d->worker.worker, 0u);
+}
+
+// A request's blocks reach the index only once its engine computed them; a longer prompt
+// sharing its prefix (the next turn) that comes before then still finds the worker the
+// first went to, until the first request ends.
+TEST(Router, APrefixInFlightCountsAsCachedWhereItWasSentUntilItsRequestEnds) {
+  Fixture f(8);
+  RouterConfig config;  // the default weights
+  config.block_size = kBs;
+  Router r(config, &f.index);
+  for (uint32_t w = 0; w < 3; ++w) r.AddWorker({w, 0});
+  const std::span<const uint64_t> first_turn(f.local.data(), 6);
+  auto first = r.Route({first_turn, 6 * kBs, {}, {}});
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->cached_blocks, 0u);  // (the prediction stays what the index says)
+  r.OnFirstToken(first->id);            // prefilled, decoding; no event has come yet
+  // Its worker is the busiest now, yet the next turn goes there.
+  auto next = r.Route({f.local, 8 * kBs, {}, {}});
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->worker, first->worker);
+  const RouteExplanation e = r.Explain({f.local, 8 * kBs, {}, {}});
+  for (const Candidate& c : e.candidates) {
+    EXPECT_EQ(c.in_flight_blocks, c.worker == first->worker ? 8u : 0u);  // next's, longer
+  }
+  r.OnFinished(next->id);
+  r.OnFinished(first->id);
+  // Both ended with nothing in the index (say the engine evicted them): load decides again.
+  auto later = r.Route({f.local, 8 * kBs, {}, {}});
+  ASSERT_TRUE(later);
+  const RouteExplanation after = r.Explain({f.local, 8 * kBs, {}, {}});
+  for (const Candidate& c : after.candidates) {
+    EXPECT_EQ(c.in_flight_blocks, c.worker == later->worker ? 8u : 0u);
+  }
 }
 
 TEST(Router, BusyWorkersTakeNothingButATenantWithinItsFairShareSkipsTheRequestCap) {
