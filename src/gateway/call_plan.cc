@@ -80,9 +80,9 @@ Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const
   return Status::Ok();
 }
 
-routing::RouteRequest RouteRequestOf(const CallPlan& plan, bool within_fair_share) {
+routing::RouteRequest RouteRequestOf(const CallPlan& plan, routing::FairShare fair_share) {
   routing::RouteRequest route;
-  route.within_fair_share = within_fair_share;
+  route.fair_share = fair_share;
   route.local_hashes = plan.local_hashes;
   route.eagle_hashes = plan.eagle_hashes;
   route.prompt_tokens = static_cast<uint32_t>(plan.request.prompt.size());

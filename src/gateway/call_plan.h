@@ -50,7 +50,7 @@ struct CallPlan {
 };
 
 // What the router needs of the plan (it must outlive the result: spans into it).
-routing::RouteRequest RouteRequestOf(const CallPlan& plan, bool within_fair_share);
+routing::RouteRequest RouteRequestOf(const CallPlan& plan, routing::FairShare fair_share);
 
 // Reads `req` to `api`. Errors carry their code (kInvalidArgument, kNotFound for an
 // unknown model) and the message the client gets.

@@ -19,9 +19,8 @@ double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-bool WithinFairShare(const CallServices& s, uint32_t tenant) {
-  const uint64_t slots = s.router.RequestSlots();
-  return slots > 0 && s.tenants.WithinFairShare(tenant, slots);
+routing::FairShare ShareOf(const CallServices& s, uint32_t tenant) {
+  return s.tenants.ShareOf(tenant, s.router.RequestSlots());
 }
 
 LogRateLimiter experts_log_limiter(5);
@@ -97,7 +96,7 @@ void InferenceCall::Plan(CallServices& s, api::Api api, const http::Request& req
   }
   bool all_busy = false;
   std::optional<routing::RouteDecision> decision =
-      s.router.Route(RouteRequestOf(plan, WithinFairShare(s, tenant)), &all_busy);
+      s.router.Route(RouteRequestOf(plan, ShareOf(s, tenant)), &all_busy);
   if (!decision && all_busy) return Wait(s, std::move(plan), std::move(responder), tenant, tokens);
   if (!decision) {
     --s.in_flight;
@@ -147,7 +146,7 @@ void InferenceCall::Wait(CallServices& s, CallPlan plan, std::shared_ptr<http::R
       charged,
       [&s, held, responder, tenant, charged, enqueued, name] {
         std::optional<routing::RouteDecision> d =
-            s.router.Route(RouteRequestOf(*held, WithinFairShare(s, tenant)));
+            s.router.Route(RouteRequestOf(*held, ShareOf(s, tenant)));
         if (!d) return false;
         s.metrics.queue_wait_seconds.Observe({name}, SecondsSince(enqueued));
         Launch(s, std::move(*held), *d, responder, tenant, charged);
@@ -198,7 +197,7 @@ void InferenceCall::Begin() {
 }
 
 bool InferenceCall::RoutePrefill() {
-  routing::RouteRequest route = RouteRequestOf(plan_, false);
+  routing::RouteRequest route = RouteRequestOf(plan_, routing::FairShare::kNotShared);
   route.prefill_phase = true;
   route.exclude = prefill_failed_;
   std::optional<routing::RouteDecision> d = services_.router.Route(route);
@@ -536,7 +535,7 @@ bool InferenceCall::Retry() {
   // A disaggregated attempt may have failed for its KV's sake (e.g. the prefill worker died
   // before the decode worker fetched it): its decode worker may still serve it whole.
   if (pd_path_ != PdPath::kDisaggregated) failed_.push_back(decision_.worker);
-  routing::RouteRequest again = RouteRequestOf(plan_, WithinFairShare(services_, tenant_));
+  routing::RouteRequest again = RouteRequestOf(plan_, ShareOf(services_, tenant_));
   again.exclude = failed_;
   auto next = services_.router.Route(again);
   if (!next) return false;  // the caller fails the first decision

@@ -33,7 +33,8 @@ Status ExplainRoute(CallServices& s, const http::Request& req,
   if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
     return st;
   }
-  const routing::RouteExplanation e = s.router.Explain(RouteRequestOf(plan, false));
+  const routing::RouteExplanation e =
+      s.router.Explain(RouteRequestOf(plan, routing::FairShare::kNotShared));
   auto entry = [&](const routing::Candidate& c, bool busy, bool chosen) {
     return json::object{{"worker", worker_id(c.worker.worker)},
                         {"dp_rank", c.worker.dp_rank},

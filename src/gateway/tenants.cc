@@ -130,14 +130,18 @@ void Tenants::End(uint32_t tenant, uint64_t charged, uint64_t used) {
   }
 }
 
-bool Tenants::WithinFairShare(uint32_t tenant, uint64_t slots) const {
+routing::FairShare Tenants::ShareOf(uint32_t tenant, uint64_t slots) const {
   uint64_t active = 0, held = 0;
   for (uint32_t i = 0; i < tenants_.size(); ++i) {
     const uint32_t in_flight = counters(i).in_flight;
     active += in_flight > 0;
     if (i == tenant) held = in_flight;  // (counting the request starting)
   }
-  return active >= 2 && held * active <= slots;
+  if (active < 2 || slots == 0) return routing::FairShare::kNotShared;
+  if (held * active <= slots) return routing::FairShare::kWithin;
+  // Past its share (with more tenants than slots, everyone is): a tenant's only request is
+  // still never kept back for the others.
+  return held >= 2 ? routing::FairShare::kOver : routing::FairShare::kNotShared;
 }
 
 Tenants::Counters Tenants::counters(uint32_t tenant) const {

@@ -18,6 +18,7 @@
 
 #include "cluster/usage_ledger.h"
 #include "common/status.h"
+#include "routing/policy.h"
 
 namespace kvgate::gateway {
 
@@ -71,9 +72,10 @@ class Tenants : public cluster::UsageLedger {
   void End(uint32_t tenant, uint64_t charged, uint64_t used);
 
   // Whether the tenant, with the request it is starting, holds no more than its fair share
-  // of `slots` request slots: an equal part for each tenant with requests in the gateway
-  // (in flight or waiting). A tenant alone has no share to protect: false.
-  bool WithinFairShare(uint32_t tenant, uint64_t slots) const;
+  // of `slots` request slots (kWithin) or more (kOver): an equal part for each tenant with
+  // requests in the gateway (in flight or waiting). A tenant alone has no share to protect,
+  // nor has anyone without slots, and a tenant's only request is never over: kNotShared.
+  routing::FairShare ShareOf(uint32_t tenant, uint64_t slots) const;
 
   struct Counters {
     uint64_t admitted = 0;

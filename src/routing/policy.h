@@ -56,6 +56,8 @@ struct RouterConfig {
   uint64_t worker_max_prefill_tokens = 0;
 };
 
+enum class FairShare { kNotShared, kWithin, kOver };
+
 struct RouteRequest {
   std::span<const uint64_t> local_hashes;  // of the request's full blocks
   uint32_t prompt_tokens = 0;
@@ -66,11 +68,14 @@ struct RouteRequest {
   // Disaggregation (docs/design.md §12): a prefill phase goes to prefill workers only;
   // anything else (whole requests, decode phases) to the others.
   bool prefill_phase = false;
-  // Overload (docs/design.md §13): the request's tenant, with this request, holds no more
-  // than its fair share of the fleet's request slots, so a worker full by request count still takes
-  // it (a worker full by prefill tokens does not). Keeps a flooding tenant from taking a light
-  // one's turn while bounding how far past the cap anyone goes (by that fair share).
-  bool within_fair_share = false;
+  // Overload (docs/design.md §13), with several tenants in the gateway. kWithin: the
+  // request's tenant, with this request, holds no more than its fair share of the fleet's
+  // request slots, so a worker full by request count still takes it (a worker full by
+  // prefill tokens does not): a flooding tenant cannot take a light one's turn, and nobody
+  // goes past the cap by more than that share. kOver: the tenant holds more, so it does not
+  // get the last worker with no prefill pending: that one stays for the others, whose next
+  // request then need not wait behind a prefill step.
+  FairShare fair_share = FairShare::kNotShared;
 };
 
 // One worker the policy may pick, with what the policy decides on. Policies fill `cost`

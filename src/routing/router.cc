@@ -99,13 +99,22 @@ void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>&
       if (worker == w.key) c.in_flight_blocks = blocks;
     }
     if ((config_.worker_max_requests && c.load.requests >= config_.worker_max_requests &&
-         !request.within_fair_share) ||
+         request.fair_share != FairShare::kWithin) ||
         (config_.worker_max_prefill_tokens &&
          c.load.prefill_tokens >= config_.worker_max_prefill_tokens)) {
       if (busy) busy->push_back(c);  // full: the request goes elsewhere, or waits
       continue;
     }
     candidates.push_back(c);
+  }
+  if (request.fair_share == FairShare::kOver) {
+    // The last worker with no prefill pending is kept for tenants within their share.
+    auto idle = [](const Candidate& c) { return c.load.prefill_tokens == 0; };
+    if (std::count_if(candidates.begin(), candidates.end(), idle) == 1) {
+      auto it = std::find_if(candidates.begin(), candidates.end(), idle);
+      if (busy) busy->push_back(*it);
+      candidates.erase(it);
+    }
   }
 }
 

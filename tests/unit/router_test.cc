@@ -186,7 +186,7 @@ TEST(Router, BusyWorkersTakeNothingButATenantWithinItsFairShareSkipsTheRequestCa
   EXPECT_FALSE(r.Route({{}, 10, {}, {}}, &all_busy));  // two each: all busy
   EXPECT_TRUE(all_busy);
   RouteRequest within{{}, 10, {}, {}};
-  within.within_fair_share = true;
+  within.fair_share = FairShare::kWithin;
   EXPECT_TRUE(r.Route(within));  // past the request cap ...
   within.prompt_tokens = 2000;
   ASSERT_TRUE(r.Route(within));  // (a worker with no prefill backlog takes any prompt)
@@ -195,6 +195,37 @@ TEST(Router, BusyWorkersTakeNothingButATenantWithinItsFairShareSkipsTheRequestCa
   within.prompt_tokens = 10;
   EXPECT_FALSE(r.Route(within, &all_busy));  // ... but not past the prefill-token cap
   EXPECT_TRUE(all_busy);
+}
+
+TEST(Router, ATenantOverItsShareLeavesTheLastWorkerWithoutPrefillToTheOthers) {
+  Fixture f(8);
+  RouterConfig c = Config(Policy::kKv);
+  c.worker_max_requests = 8;
+  c.worker_max_prefill_tokens = 1000;
+  Router r(c, &f.index);
+  for (uint32_t w = 0; w < 3; ++w) r.AddWorker({w, 0});
+  RouteRequest over{{}, 1000, {}, {}};  // each fills a worker's prefill cap
+  over.fair_share = FairShare::kOver;
+  auto a = r.Route(over);
+  auto b = r.Route(over);
+  ASSERT_TRUE(a && b);
+  bool all_busy = false;
+  EXPECT_FALSE(r.Route(over, &all_busy));  // one worker has no prefill: kept
+  EXPECT_TRUE(all_busy);
+  const RouteExplanation e = r.Explain(over);
+  ASSERT_EQ(e.busy.size(), 3u);
+  EXPECT_EQ(std::count_if(e.busy.begin(), e.busy.end(),
+                          [](const Candidate& c) { return c.load.prefill_tokens == 0; }),
+            1);
+  for (FairShare share : {FairShare::kWithin, FairShare::kNotShared}) {
+    RouteRequest other = over;
+    other.fair_share = share;
+    EXPECT_EQ(r.Explain(other).candidates.size(), 1u);  // the others may take it
+  }
+  r.OnFirstToken(a->id);  // a's worker has no prefill left: two free, one may go
+  auto d = r.Route(over);
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(r.Route(over));
 }
 
 TEST(Router, TiesPreferFewerCachedBlocksThenSpreadRandomly) {

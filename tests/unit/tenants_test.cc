@@ -7,6 +7,7 @@ namespace kvgate::gateway {
 namespace {
 
 using namespace std::chrono_literals;
+using routing::FairShare;
 
 // a: 2 requests a minute; b: 600 tokens a minute, one request at a time.
 std::vector<TenantConfig> Two() {
@@ -72,12 +73,14 @@ TEST(Tenants, TokensAreChargedUpFrontAndSettledToWhatWasUsed) {
 TEST(Tenants, FairShareOfRequestSlotsCountsTenantsWithRequestsInTheGateway) {
   Tenants t(Two());
   ASSERT_FALSE(t.Begin(0));
-  EXPECT_FALSE(t.WithinFairShare(0, 8));  // alone: nothing to share
+  EXPECT_EQ(t.ShareOf(0, 8), FairShare::kNotShared);  // alone: nothing to share
   ASSERT_FALSE(t.Begin(1));
-  EXPECT_TRUE(t.WithinFairShare(1, 8));  // 1 of 8 slots, 2 tenants: share 4
+  EXPECT_EQ(t.ShareOf(1, 8), FairShare::kWithin);     // 1 of 8 slots, 2 tenants: share 4
+  EXPECT_EQ(t.ShareOf(1, 0), FairShare::kNotShared);  // no slots: no request cap to share
   ASSERT_FALSE(t.Begin(0));
-  EXPECT_TRUE(t.WithinFairShare(0, 4));  // 2 (with the one starting) of 4: its share
-  EXPECT_FALSE(t.WithinFairShare(0, 3));
+  EXPECT_EQ(t.ShareOf(0, 4), FairShare::kWithin);  // 2 (with the one starting) of 4: its share
+  EXPECT_EQ(t.ShareOf(0, 3), FairShare::kOver);
+  EXPECT_EQ(t.ShareOf(1, 1), FairShare::kNotShared);  // past 1 of 1, but its only request
 }
 
 // Two replicas of one gateway, each reporting to the other (as cluster::LoadSync does).
