@@ -7,29 +7,19 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <random>
 
-#include "tokenizer/bytes.h"
+#include "tokenizer_json.h"
 
 namespace kvgate::tokenizer {
 namespace {
 
 std::unique_ptr<Tokenizer> SmallTokenizer() {
   namespace json = boost::json;
-  json::object vocab;
-  for (int b = 0; b < 256; ++b) vocab[BytesToByteLevel(std::string(1, static_cast<char>(b)))] = b;
   // A few merges, so that the split of a word matters.
-  const std::vector<std::pair<std::string, std::string>> merges = {
-      {"a", "b"}, {"ab", "c"}, {"Ġ", "a"}, {"Ġa", "b"}, {"x", "x"}};
-  json::array merge_list;
-  uint32_t next = 256;
-  for (const auto& [l, r] : merges) {
-    merge_list.push_back(json::string(l + " " + r));
-    vocab[l + r] = next++;
-  }
+  ByteLevelBpe bpe =
+      MakeByteLevelBpe({{"a", "b"}, {"ab", "c"}, {"Ġ", "a"}, {"Ġa", "b"}, {"x", "x"}});
+  uint32_t& next = bpe.next_id;
   auto added = [&](const char* content, bool lstrip, bool rstrip, bool single_word) {
     return json::object{{"id", next++},     {"content", content}, {"single_word", single_word},
                         {"lstrip", lstrip}, {"rstrip", rstrip},   {"normalized", false},
@@ -51,19 +41,13 @@ std::unique_ptr<Tokenizer> SmallTokenizer() {
                    {"decoder", {{"type", "ByteLevel"}}},
                    {"model",
                     {{"type", "BPE"},
-                     {"vocab", vocab},
-                     {"merges", merge_list},
+                     {"vocab", bpe.vocab},
+                     {"merges", bpe.merges},
                      {"dropout", nullptr},
                      {"unk_token", nullptr},
                      {"fuse_unk", false},
                      {"byte_fallback", false}}}};
-  const auto path = std::filesystem::temp_directory_path() / "kvgate_prefix_cache_test.json";
-  std::ofstream(path) << json::serialize(doc);
-  std::unique_ptr<Tokenizer> tok;
-  const Status s = Tokenizer::Load(path.string(), &tok);
-  std::filesystem::remove(path);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return tok;
+  return LoadTokenizerJson(doc);
 }
 
 TEST(PrefixCache, GrowingBranchingTextsGetEncodesIdsAndReuseTheirPrefix) {

@@ -4,13 +4,10 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/json.hpp>
-#include <filesystem>
-#include <fstream>
+#include <atomic>
 #include <thread>
 
-#include "tokenizer/bytes.h"
-#include "tokenizer/tokenizer.h"
+#include "tokenizer_json.h"
 
 namespace kvgate::tokenizer {
 namespace {
@@ -19,30 +16,15 @@ namespace {
 std::unique_ptr<Tokenizer> ByteLevelTokenizer(
     const std::vector<std::pair<std::string, std::string>>& merges) {
   namespace json = boost::json;
-  json::object vocab;
-  for (int b = 0; b < 256; ++b) vocab[BytesToByteLevel(std::string(1, static_cast<char>(b)))] = b;
-  json::array merge_list;
-  uint32_t next = 256;
-  for (const auto& [l, r] : merges) {
-    merge_list.push_back(json::string(l + " " + r));
-    vocab[l + r] = next++;
-  }
-  json::object doc{
+  const ByteLevelBpe bpe = MakeByteLevelBpe(merges);
+  return LoadTokenizerJson(json::object{
       {"version", "1.0"},
       {"added_tokens", json::array{}},
       {"normalizer", nullptr},
       {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor", nullptr},
       {"decoder", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}}};
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvgate_word_cache_test_" + std::to_string(merges.size()) + ".json");
-  std::ofstream(path) << json::serialize(doc);
-  std::unique_ptr<Tokenizer> tok;
-  const Status s = Tokenizer::Load(path.string(), &tok);
-  std::filesystem::remove(path);
-  EXPECT_TRUE(s.ok()) << s.message();
-  return tok;
+      {"model", {{"type", "BPE"}, {"vocab", bpe.vocab}, {"merges", bpe.merges}}}});
 }
 
 std::vector<uint32_t> Ids(const Tokenizer& t, std::string_view text) {
