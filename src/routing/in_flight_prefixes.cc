@@ -6,6 +6,7 @@ namespace kvgate::routing {
 
 void InFlightPrefixes::Add(uint64_t request, kv::WorkerKey worker,
                            std::vector<uint64_t> sequence_hashes) {
+  std::lock_guard lock(mu_);
   for (uint64_t h : sequence_hashes) {
     auto& holders = blocks_[h];
     auto it = std::find_if(holders.begin(), holders.end(),
@@ -34,6 +35,7 @@ void InFlightPrefixes::Release(const Request& r) {
 }
 
 void InFlightPrefixes::Remove(uint64_t request) {
+  std::lock_guard lock(mu_);
   auto it = requests_.find(request);
   if (it == requests_.end()) return;
   Release(it->second);
@@ -41,6 +43,7 @@ void InFlightPrefixes::Remove(uint64_t request) {
 }
 
 void InFlightPrefixes::RemoveWorker(kv::WorkerKey worker) {
+  std::lock_guard lock(mu_);
   for (auto it = requests_.begin(); it != requests_.end();) {
     if (it->second.worker == worker) {
       Release(it->second);
@@ -55,6 +58,7 @@ void InFlightPrefixes::Match(std::span<const uint64_t> sequence_hashes,
                              std::vector<std::pair<kv::WorkerKey, uint32_t>>& out) const {
   out.clear();
   if (sequence_hashes.empty()) return;
+  std::lock_guard lock(mu_);
   auto first = blocks_.find(sequence_hashes[0]);
   if (first == blocks_.end()) return;
   std::vector<kv::WorkerKey> alive;  // workers matching every block so far
@@ -72,6 +76,11 @@ void InFlightPrefixes::Match(std::span<const uint64_t> sequence_hashes,
   for (kv::WorkerKey w : alive) {
     out.emplace_back(w, static_cast<uint32_t>(sequence_hashes.size()));
   }
+}
+
+size_t InFlightPrefixes::requests() const {
+  std::lock_guard lock(mu_);
+  return requests_.size();
 }
 
 }  // namespace kvgate::routing

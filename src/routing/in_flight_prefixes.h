@@ -3,10 +3,11 @@
 // reach the prefix index only once the engine has computed and published them. Until then
 // the index cannot say that a worker is about to hold a prefix this router just sent there,
 // e.g. for the next turn of a conversation that arrives while the previous turn still waits
-// in the engine's queue. This table says it, from the router's own decisions.
+// in the engine's queue. This table says it, from the router's own decisions. Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <utility>
 #include <vector>
@@ -29,7 +30,7 @@ class InFlightPrefixes {
   void Match(std::span<const uint64_t> sequence_hashes,
              std::vector<std::pair<kv::WorkerKey, uint32_t>>& out) const;
 
-  size_t requests() const { return requests_.size(); }
+  size_t requests() const;
 
  private:
   struct Holder {
@@ -40,8 +41,9 @@ class InFlightPrefixes {
     kv::WorkerKey worker;
     std::vector<uint64_t> blocks;
   };
-  void Release(const Request& r);
+  void Release(const Request& r);  // (mu_ held)
 
+  mutable std::mutex mu_;
   absl::flat_hash_map<uint64_t, absl::InlinedVector<Holder, 2>> blocks_;
   absl::flat_hash_map<uint64_t, Request> requests_;
 };

@@ -81,11 +81,17 @@ void Router::MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>
   }
 }
 
-void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
-                    std::span<const uint64_t> sequence_hashes, std::vector<Candidate>& candidates,
-                    std::vector<Candidate>* busy) const {
-  std::vector<std::pair<kv::WorkerKey, uint32_t>> in_flight;
+void Router::LookUp(const RouteRequest& request, std::vector<kv::Overlap>& overlaps,
+                    std::vector<uint64_t>& sequence_hashes, InFlight& in_flight) const {
+  if (!tracks_in_flight()) return;
+  MatchOverlaps(request, overlaps);
+  kv::SequenceHashes(request.local_hashes, sequence_hashes);
   in_flight_.Match(sequence_hashes, in_flight);
+}
+
+void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
+                    const InFlight& in_flight, std::vector<Candidate>& candidates,
+                    std::vector<Candidate>* busy) const {
   candidates.reserve(workers_.size());
   for (const WorkerState& w : workers_) {
     if (w.draining || w.prefill_only != request.prefill_phase) continue;
@@ -121,29 +127,24 @@ void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>&
 RouteExplanation Router::Explain(const RouteRequest& request) {
   std::vector<kv::Overlap> overlaps;
   std::vector<uint64_t> sequence_hashes;
-  if (tracks_in_flight()) {
-    MatchOverlaps(request, overlaps);
-    kv::SequenceHashes(request.local_hashes, sequence_hashes);
-  }
+  InFlight in_flight;
+  LookUp(request, overlaps, sequence_hashes, in_flight);
   std::lock_guard lock(mu_);
   RouteExplanation e;
-  Gather(request, overlaps, sequence_hashes, e.candidates, &e.busy);
+  Gather(request, overlaps, in_flight, e.candidates, &e.busy);
   if (!e.candidates.empty()) e.chosen = policy_->Pick(e.candidates, request);
   return e;
 }
 
 std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* all_busy) {
-  // Match outside the router lock: it only takes the index's shared lock.
   std::vector<kv::Overlap> overlaps;
   std::vector<uint64_t> sequence_hashes;
-  if (tracks_in_flight()) {
-    MatchOverlaps(request, overlaps);
-    kv::SequenceHashes(request.local_hashes, sequence_hashes);
-  }
+  InFlight in_flight;
+  LookUp(request, overlaps, sequence_hashes, in_flight);
 
   std::lock_guard lock(mu_);
   std::vector<Candidate> candidates, busy;
-  Gather(request, overlaps, sequence_hashes, candidates, all_busy ? &busy : nullptr);
+  Gather(request, overlaps, in_flight, candidates, all_busy ? &busy : nullptr);
   if (all_busy) *all_busy = candidates.empty() && !busy.empty();
   if (candidates.empty()) return std::nullopt;
 
@@ -167,7 +168,6 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* al
 
 void Router::OnFinished(RequestId id) {
   loads_->OnFinished(id);
-  std::lock_guard lock(mu_);
   in_flight_.Remove(id);
 }
 

@@ -79,10 +79,15 @@ class Router {
  private:
   // Each worker's overlap with the request (the longer of the plain and EAGLE matches).
   void MatchOverlaps(const RouteRequest& request, std::vector<kv::Overlap>& overlaps) const;
+  using InFlight = std::vector<std::pair<kv::WorkerKey, uint32_t>>;  // InFlightPrefixes::Match
+  // What a policy that reads the index needs, found outside the router lock (the index and
+  // the in-flight table have their own): the overlaps, the request's chained hashes (to
+  // record it in flight) and the workers sharing a prefix with requests in flight there.
+  void LookUp(const RouteRequest& request, std::vector<kv::Overlap>& overlaps,
+              std::vector<uint64_t>& sequence_hashes, InFlight& in_flight) const;
   // The workers that could take `request`, split into free and busy (mu_ held).
-  // `sequence_hashes`: the request's, when tracks_in_flight().
   void Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
-              std::span<const uint64_t> sequence_hashes, std::vector<Candidate>& candidates,
+              const InFlight& in_flight, std::vector<Candidate>& candidates,
               std::vector<Candidate>* busy) const;
   // The policy reads the index, so it is also told what requests in flight will cache.
   bool tracks_in_flight() const { return policy_->reads_index() && index_ != nullptr; }
@@ -98,7 +103,7 @@ class Router {
     bool prefill_only = false;
   };
   std::vector<WorkerState> workers_;
-  InFlightPrefixes in_flight_;  // (mu_)
+  InFlightPrefixes in_flight_;
   uint64_t next_sequence_ = 1;
 };
 
