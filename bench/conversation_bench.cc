@@ -121,6 +121,13 @@ void Route(Fixture& f, PrefixCache* cache, benchmark::State& state) {
   state.counters["blocks_matched"] = overlaps.empty() ? 0 : overlaps[0].total();
 }
 
+// A fresh cache that has seen the previous turn only, as a gateway serving the chat has.
+void SeedWithPreviousTurn(Fixture& f, std::optional<PrefixCache>& cache, benchmark::State& state) {
+  cache.emplace(*f.tokenizer, size_t{128} << 20);
+  std::vector<uint32_t> ids;
+  if (!cache->Encode(f.previous_text, &ids).ok()) state.SkipWithError("encode");
+}
+
 void WholeTurn(benchmark::State& state) {
   Fixture& f = Get();
   if (!f.ok) return state.SkipWithError("fixture missing: run scripts/setup");
@@ -134,10 +141,8 @@ void NextTurnWithPromptCache(benchmark::State& state) {
   if (!f.ok) return state.SkipWithError("fixture missing: run scripts/setup");
   std::optional<PrefixCache> cache;
   for (auto _ : state) {
-    state.PauseTiming();  // a cache that saw the previous turn only (made and dropped here)
-    cache.emplace(*f.tokenizer, size_t{128} << 20);
-    std::vector<uint32_t> ids;
-    if (!cache->Encode(f.previous_text, &ids).ok()) state.SkipWithError("encode");
+    state.PauseTiming();
+    SeedWithPreviousTurn(f, cache, state);
     state.ResumeTiming();
     Route(f, &*cache, state);
   }
@@ -162,9 +167,8 @@ void TokenizeNextTurnWithPromptCache(benchmark::State& state) {
   std::optional<PrefixCache> cache;
   for (auto _ : state) {
     state.PauseTiming();
-    cache.emplace(*f.tokenizer, size_t{128} << 20);
+    SeedWithPreviousTurn(f, cache, state);
     std::vector<uint32_t> ids;
-    if (!cache->Encode(f.previous_text, &ids).ok()) state.SkipWithError("encode");
     state.ResumeTiming();
     if (!cache->Encode(f.next_text, &ids).ok()) state.SkipWithError("encode");
     benchmark::DoNotOptimize(ids.data());
