@@ -236,9 +236,17 @@ struct Gateway::Impl {
          }},
         {"/metrics", "GET", Access::kOpen,
          [this](http::Request&, Responder r) {
-           const MetricsSources sources{
-               calls->in_flight, *workers, *router,    *subscriber, *index,
-               *fidelity,        *tenants, sync.get(), etcd.get(),  model.files.prefix_cache.get()};
+           const MetricsSources sources{calls->in_flight,
+                                        *workers,
+                                        *router,
+                                        *subscriber,
+                                        *index,
+                                        *fidelity,
+                                        *tenants,
+                                        *queue,
+                                        sync.get(),
+                                        etcd.get(),
+                                        model.files.prefix_cache.get()};
            r->Send(200, "text/plain; version=0.0.4; charset=utf-8", MetricsText(metrics, sources));
          }},
         {"/admin/workers", "GET", Access::kAdmin,

@@ -5,6 +5,7 @@
 #include "events/subscriber.h"
 #include "gateway/fidelity.h"
 #include "gateway/tenants.h"
+#include "gateway/wait_queue.h"
 #include "gateway/worker_pool.h"
 #include "kv/prefix_index.h"
 #include "routing/router.h"
@@ -168,6 +169,9 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
                          {"tenant", "reason"}};
   CounterFamily tenant_in_flight{
       "kvgate_tenant_in_flight", "Requests of the tenant in flight.", {"tenant"}, true};
+  CounterFamily waiting{
+      "kvgate_queue_waiting", "Requests of the tenant waiting for a worker.", {"tenant"}, true};
+  const std::map<uint32_t, size_t> waiting_by_tenant = s.queue.WaitingByTenant();
   for (uint32_t t = 0; t < s.tenants.size(); ++t) {
     const std::string& name = s.tenants.config(t).name;
     const Tenants::Counters c = s.tenants.counters(t);
@@ -177,10 +181,14 @@ std::string MetricsText(const GatewayMetrics& metrics, const MetricsSources& s) 
                    static_cast<double>(c.rejected[r]));
     }
     tenant_in_flight.Set({name}, c.in_flight);
+    const auto queued = waiting_by_tenant.find(t);
+    waiting.Set({name},
+                queued == waiting_by_tenant.end() ? 0 : static_cast<double>(queued->second));
   }
   admitted.Render(out);
   rejected.Render(out);
   tenant_in_flight.Render(out);
+  waiting.Render(out);
 
   // Fleet mode (docs/design.md §11).
   CounterFamily discovered{"kvgate_discovery_workers",

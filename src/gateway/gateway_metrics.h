@@ -31,6 +31,7 @@ namespace kvgate::gateway {
 
 class Fidelity;
 class Tenants;
+class WaitQueue;
 class WorkerPool;
 using metrics::CounterFamily;
 using metrics::HistogramFamily;
@@ -95,6 +96,7 @@ struct MetricsSources {
   const kv::PrefixIndex& index;
   const Fidelity& fidelity;
   const Tenants& tenants;
+  const WaitQueue& queue;
   const cluster::LoadSync* sync;               // null without NATS
   const discovery::EtcdDiscovery* etcd;        // null without etcd
   const tokenizer::PrefixCache* prompt_cache;  // null without a tokenizer or when off

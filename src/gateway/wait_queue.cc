@@ -51,6 +51,17 @@ size_t WaitQueue::size() const {
   return size_;
 }
 
+std::map<uint32_t, size_t> WaitQueue::WaitingByTenant() const {
+  std::lock_guard lock(mu_);
+  std::map<uint32_t, size_t> waiting;
+  for (const auto& [priority, level] : levels_) {
+    for (const auto& [tenant, queue] : level.queues) {
+      if (!queue.empty()) waiting[tenant] += queue.size();
+    }
+  }
+  return waiting;
+}
+
 void WaitQueue::Drop(Level& level, uint32_t tenant) {
   if (!level.turn.empty() && level.turn.front() == tenant) level.new_turn = true;
   level.queues.erase(tenant);

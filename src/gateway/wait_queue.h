@@ -56,6 +56,8 @@ class WaitQueue {
   // within a start (a request that ends at once): that pump runs after the current one.
   void Pump();
   size_t size() const;
+  // Requests waiting, by tenant (tenants with none are left out).
+  std::map<uint32_t, size_t> WaitingByTenant() const;
 
  private:
   struct Waiting {

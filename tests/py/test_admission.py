@@ -121,10 +121,15 @@ class AdmissionTest(unittest.TestCase):
                 status = post(gw, key, {"prompt": [ord(tag[0])] * 4000, "max_tokens": 2})[0]
                 done.append((tag, status))
             busy = occupy(200)  # ~1.2 s
+            waiting = {"a": 0, "b": 0, "vip": 0}
             for key, tag in [("sk-a", "a1"), ("sk-a", "a2"), ("sk-b", "b1"), ("sk-vip", "vip")]:
                 threads.append(threading.Thread(target=send, args=(key, tag)))
                 threads[-1].start()
-                time.sleep(0.1)  # arrival order
+                # Arrival order: the next is sent once this one waits in the queue.
+                tenant = key[3:]
+                waiting[tenant] += 1
+                gw.wait_metric("kvgate_queue_waiting", lambda v, n=waiting[tenant]: v == n,
+                               tenant=tenant)
             status, body, retry = post(gw, "sk-b", {"prompt": [1] * 20, "max_tokens": 2})
             self.assertEqual((status, retry), (503, "1"))  # the queue holds 4
             self.assertIn("queue is full", body["error"]["message"])
@@ -135,6 +140,7 @@ class AdmissionTest(unittest.TestCase):
             # when its request came, a had a1 already); within a tenant, arrival.
             self.assertEqual(done, [("vip", 200), ("b1", 200), ("a1", 200), ("a2", 200)])
             self.assertEqual(gw.metric("kvgate_queue_wait_seconds_count", tenant="a"), 2)
+            self.assertEqual(gw.metric("kvgate_queue_waiting", tenant="a"), 0)
 
             # Waiting too long: 503 with Retry-After.
             busy = occupy(1500)

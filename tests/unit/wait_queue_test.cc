@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -59,12 +60,14 @@ TEST(WaitQueue, PriorityFirstThenTenantsTakeTurnsByTokens) {
   ASSERT_TRUE(h.Push(2, 1, 50, "vip"));
   EXPECT_FALSE(h.Push(2, 1, 50, "over"));  // 7 at most
   EXPECT_EQ(h.queue.size(), 7u);
+  EXPECT_EQ(h.queue.WaitingByTenant(), (std::map<uint32_t, size_t>{{0, 4}, {1, 2}, {2, 1}}));
   for (int i = 0; i < 7; ++i) h.Release(1);
   // 100 tokens a turn: a takes one a turn, b one every other turn (its requests cost two
   // turns' worth): tokens, not requests, are shared. b came last to an empty queue of its
   // own, so its turn came first.
   EXPECT_EQ(h.Started(), (std::vector<std::string>{"vip", "a0", "b0", "a1", "a2", "b1", "a3"}));
   EXPECT_EQ(h.queue.size(), 0u);
+  EXPECT_TRUE(h.queue.WaitingByTenant().empty());
 }
 
 TEST(WaitQueue, ASparseTenantGoesNextAndTheTurnItCutResumesWithWhatWasLeft) {
