@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "http/event_loop_impl.h"
+#include "http/socket_deadline.h"
 
 namespace kvgate::http {
 namespace {
@@ -18,12 +19,10 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using asio::awaitable;
-constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 
 struct Connection {
-  explicit Connection(asio::any_io_executor ex) : stream(ex) {}
-  beast::tcp_stream stream;
+  explicit Connection(LoopExecutor ex) : stream(ex) {}
+  TimedSocket stream;
   beast::flat_buffer buffer;
 };
 
@@ -36,17 +35,17 @@ bool IsLocalResourceError(const beast::error_code& ec) {
 
 // OnDone's error for `ec`, after `what` failed: a Timeout when a deadline passed,
 // kResourceExhausted when the fault is this process's.
-Status Failure(const beast::error_code& ec, std::string_view what) {
-  if (ec == beast::error::timeout) return Status::Timeout(fmt::format("{}: timed out", what));
+Status Failure(const beast::error_code& ec, std::string_view what, bool timed_out) {
+  if (timed_out) return Status::Timeout(fmt::format("{}: timed out", what));
   const std::string message = fmt::format("{}: {}", what, ec.message());
   if (IsLocalResourceError(ec)) return {StatusCode::kResourceExhausted, message};
   return Status::Error(message);
 }
 
 // What a sink's canceller reaches: the connection while the fetch reads from it. The
-// canceller runs on the connection's loop (posted), where `stream` is valid while `active`.
+// canceller runs on the connection's loop (posted), where `socket` is valid while `active`.
 struct Waiting {
-  beast::tcp_stream* stream = nullptr;
+  LoopSocket* socket = nullptr;
   bool active = true;
 };
 
@@ -108,26 +107,28 @@ struct Client::Impl {
     if (list.size() < options.max_idle_per_endpoint) list.push_back(std::move(c));
   }
 
-  awaitable<beast::error_code> Connect(Connection& c, const Endpoint& e,
-                                       std::chrono::milliseconds timeout) {
+  Task<beast::error_code> Connect(Connection& c, const Endpoint& e,
+                                  std::chrono::milliseconds timeout) {
     boost::system::error_code ec;
     const auto address = asio::ip::make_address(e.host, ec);
-    c.stream.expires_after(timeout);
+    c.stream.deadline.Set(timeout);
     if (!ec) {
-      auto [cec] = co_await c.stream.async_connect(tcp::endpoint(address, e.port), kNoThrow);
-      if (!cec) c.stream.socket().set_option(tcp::no_delay(true), cec);
+      auto [cec] =
+          co_await c.stream.socket.async_connect(tcp::endpoint(address, e.port), kAwaitNoThrow);
+      if (!cec) c.stream.socket.set_option(tcp::no_delay(true), cec);
       co_return cec;
     }
-    tcp::resolver resolver(c.stream.get_executor());
-    auto [rec, results] = co_await resolver.async_resolve(e.host, std::to_string(e.port), kNoThrow);
+    asio::ip::basic_resolver<tcp, LoopExecutor> resolver(c.stream.socket.get_executor());
+    auto [rec, results] =
+        co_await resolver.async_resolve(e.host, std::to_string(e.port), kAwaitNoThrow);
     if (rec) co_return rec;
-    auto [cec, ep] = co_await c.stream.async_connect(results, kNoThrow);
-    if (!cec) c.stream.socket().set_option(tcp::no_delay(true), cec);
+    auto [cec, ep] = co_await asio::async_connect(c.stream.socket, results, kAwaitNoThrow);
+    if (!cec) c.stream.socket.set_option(tcp::no_delay(true), cec);
     co_return cec;
   }
 
-  awaitable<void> Run(EventLoops::Impl::Loop& loop, Endpoint endpoint, ClientRequest request,
-                      std::shared_ptr<ResponseSink> sink) {
+  Task<void> Run(EventLoops::Impl::Loop& loop, Endpoint endpoint, ClientRequest request,
+                 std::shared_ptr<ResponseSink> sink) {
     Pool& pool = pools[loop.index];
     const std::string key = endpoint.key();
     // The request head formatted once, written with the body in one gather write.
@@ -148,19 +149,20 @@ struct Client::Impl {
       if (!conn) {
         conn = std::make_unique<Connection>(loop.ioc.get_executor());
         if (auto ec = co_await Connect(*conn, endpoint, request.timeouts.connect)) {
-          sink->OnDone(Failure(ec, fmt::format("connect to {}", key)));
+          sink->OnDone(
+              Failure(ec, fmt::format("connect to {}", key), conn->stream.deadline.expired()));
           co_return;
         }
       }
-      conn->stream.expires_after(request.timeouts.first_byte);
-      auto [wec, wn] = co_await asio::async_write(conn->stream, message, kNoThrow);
+      conn->stream.deadline.Set(request.timeouts.first_byte);
+      auto [wec, wn] = co_await asio::async_write(conn->stream.socket, message, kAwaitNoThrow);
       std::optional<bhttp::response_parser<bhttp::string_body>> parser;
       beast::error_code ec = wec;
-      auto waiting = std::make_shared<Waiting>(Waiting{&conn->stream, true});
-      sink->OnCancellable([waiting, ex = conn->stream.get_executor()] {
+      auto waiting = std::make_shared<Waiting>(Waiting{&conn->stream.socket, true});
+      sink->OnCancellable([waiting, ex = conn->stream.socket.get_executor()] {
         asio::post(ex, [waiting] {
           beast::error_code ignored;
-          if (waiting->active) waiting->stream->socket().cancel(ignored);
+          if (waiting->active) waiting->socket->cancel(ignored);
         });
       });
       // Ends every path out of this attempt: the connection may go back to the pool.
@@ -173,8 +175,8 @@ struct Client::Impl {
       for (bool interim = true; !ec && interim;) {
         parser.emplace();
         parser->body_limit(boost::none);
-        auto [hec, hn] =
-            co_await bhttp::async_read_header(conn->stream, conn->buffer, *parser, kNoThrow);
+        auto [hec, hn] = co_await bhttp::async_read_header(conn->stream.socket, conn->buffer,
+                                                           *parser, kAwaitNoThrow);
         ec = hec;
         if (ec && sink->Cancelled()) {
           sink->OnDone(Status::Error("cancelled"));
@@ -186,34 +188,39 @@ struct Client::Impl {
       if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
       if (ec) {
         sink->OnDone(
-            Failure(ec, fmt::format("{} from {}",
-                                    ec == beast::error::timeout ? "no response" : "request", key)));
+            Failure(ec,
+                    fmt::format("{} from {}",
+                                conn->stream.deadline.expired() ? "no response" : "request", key),
+                    conn->stream.deadline.expired()));
         co_return;
       }
       auto& header = parser->get();
       sink->OnHeaders(static_cast<int>(header.result_int()),
                       std::string_view(header[bhttp::field::content_type]));
-      asio::steady_timer backlog(conn->stream.get_executor());
+      conn->stream.deadline.Clear();  // a backlogged sink may keep the engine waiting
+      LoopTimer backlog(conn->stream.socket.get_executor());
       while (!parser->is_done()) {
         // A sink whose client reads slowly is not fed more until it drains: the engine's
         // socket fills and TCP slows the engine down instead of memory growing here.
         while (sink->Backlogged() && !sink->Cancelled()) {
           backlog.expires_after(std::chrono::milliseconds(5));
-          co_await backlog.async_wait(kNoThrow);
+          co_await backlog.async_wait(kAwaitNoThrow);
         }
         if (sink->Cancelled()) {
           sink->OnDone(Status::Error("cancelled"));
           co_return;  // the connection is dropped, which aborts the upstream request
         }
-        conn->stream.expires_after(request.timeouts.idle);
-        auto [rec, rn] =
-            co_await bhttp::async_read_some(conn->stream, conn->buffer, *parser, kNoThrow);
+        conn->stream.deadline.Set(request.timeouts.idle);
+        auto [rec, rn] = co_await bhttp::async_read_some(conn->stream.socket, conn->buffer, *parser,
+                                                         kAwaitNoThrow);
+        conn->stream.deadline.Clear();
         if (rec && sink->Cancelled()) {
           sink->OnDone(Status::Error("cancelled"));
           co_return;
         }
         if (rec) {
-          sink->OnDone(Failure(rec, fmt::format("response from {} cut short", key)));
+          sink->OnDone(Failure(rec, fmt::format("response from {} cut short", key),
+                               conn->stream.deadline.expired()));
           co_return;
         }
         if (!parser->get().body().empty()) {
@@ -225,7 +232,6 @@ struct Client::Impl {
       // Bytes after the response (a misbehaving engine) would be read as the next request's
       // response: such a connection is never reused.
       const bool keep = parser->get().keep_alive() && conn->buffer.size() == 0;
-      conn->stream.expires_never();
       if (keep) ReturnIdle(pool, key, std::move(conn));
       sink->OnDone(Status::Ok());
       co_return;

@@ -2,8 +2,15 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/basic_stream_socket.hpp>
+#include <boost/asio/basic_waitable_timer.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -11,6 +18,18 @@
 #include "http/event_loop.h"
 
 namespace kvgate::http {
+
+// Sockets, timers and coroutines are typed with the loops' own executor: Asio's default,
+// the type-erased any_io_executor, is copied, queried and destroyed on every operation,
+// which showed in the gateway's profile.
+using LoopExecutor = boost::asio::io_context::executor_type;
+using LoopSocket = boost::asio::basic_stream_socket<boost::asio::ip::tcp, LoopExecutor>;
+using LoopTimer = boost::asio::basic_waitable_timer<
+    std::chrono::steady_clock, boost::asio::wait_traits<std::chrono::steady_clock>, LoopExecutor>;
+template <typename T>
+using Task = boost::asio::awaitable<T, LoopExecutor>;
+// Completion token: a coroutine awaits an operation's results as a tuple, errors included.
+constexpr auto kAwaitNoThrow = boost::asio::as_tuple(boost::asio::use_awaitable_t<LoopExecutor>{});
 
 struct EventLoops::Impl {
   struct Loop {

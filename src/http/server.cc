@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "http/event_loop_impl.h"
+#include "http/socket_deadline.h"
 
 namespace kvgate::http {
 namespace {
@@ -26,9 +27,6 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using asio::awaitable;
-using asio::use_awaitable;
-constexpr auto kNoThrow = asio::as_tuple(asio::use_awaitable);
 
 struct Piece {
   enum Kind { kSend, kBegin, kWrite, kEnd } kind;
@@ -41,11 +39,11 @@ struct Piece {
 // What a Responder queued for its connection. Shared between handler threads and the
 // connection's loop.
 struct ResponseState : std::enable_shared_from_this<ResponseState> {
-  explicit ResponseState(asio::any_io_executor ex) : executor(ex), wake(ex) {
-    wake.expires_at(asio::steady_timer::time_point::max());
+  explicit ResponseState(LoopExecutor ex) : executor(ex), wake(ex) {
+    wake.expires_at(LoopTimer::time_point::max());
   }
-  asio::any_io_executor executor;
-  asio::steady_timer wake;  // cancelled to wake the connection
+  LoopExecutor executor;
+  LoopTimer wake;  // cancelled to wake the connection
   std::mutex mu;
   std::deque<Piece> pieces;
   std::atomic<bool> connected{true};
@@ -190,7 +188,7 @@ struct Server::Impl {
   Handler handler;
   std::shared_ptr<EventLoops> loops;
   bool owns_loops = false;
-  std::unique_ptr<tcp::acceptor> acceptor;
+  std::unique_ptr<asio::basic_socket_acceptor<tcp, LoopExecutor>> acceptor;
   std::atomic<int> in_flight{0};
   std::atomic<size_t> connections{0};
   std::shared_ptr<std::atomic<size_t>> body_bytes_in_flight =
@@ -200,19 +198,19 @@ struct Server::Impl {
   uint16_t port = 0;
   size_t next_loop = 0;  // accept loop only
 
-  awaitable<void> Accept() {
+  Task<void> Accept() {
     for (;;) {
       auto& all = loops->impl().loops;
       auto& loop = *all[next_loop++ % all.size()];
       // Accepted straight onto the loop that will serve the connection.
-      auto [ec, socket] = co_await acceptor->async_accept(loop.ioc, kNoThrow);
+      auto [ec, socket] = co_await acceptor->async_accept(loop.ioc, kAwaitNoThrow);
       if (ec) {
         if (stopping || ec == asio::error::operation_aborted) co_return;
         // Out of descriptors or memory: the pending connection stays queued and accept
         // fails again at once. Wait instead of spinning; connections closing free them.
         if (accept_log.Allow()) Log(LogLevel::kWarn, "accept: {}", ec.message());
-        asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
-        co_await pause.async_wait(kNoThrow);
+        LoopTimer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(50));
+        co_await pause.async_wait(kAwaitNoThrow);
         continue;
       }
       boost::system::error_code ignored;
@@ -227,18 +225,18 @@ struct Server::Impl {
   }
 
   // Over the connection cap: a short answer, then close.
-  awaitable<void> Refuse(tcp::socket socket) {
-    beast::tcp_stream stream(std::move(socket));
+  Task<void> Refuse(LoopSocket socket) {
+    TimedSocket stream(std::move(socket));
     const ErrorResponse e = options.error_formatter(503, "too many connections");
-    stream.expires_after(std::chrono::seconds(1));
     co_await WriteWhole(stream, 503, e.content_type, e.body, false);
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.socket.shutdown(tcp::socket::shutdown_both, ignored);
   }
 
-  awaitable<bool> WriteRaw(beast::tcp_stream& stream, std::string data) {
-    stream.expires_after(options.write_timeout);
-    auto [ec, n] = co_await asio::async_write(stream, asio::buffer(data), kNoThrow);
+  Task<bool> WriteRaw(TimedSocket& stream, std::string data) {
+    stream.deadline.Set(options.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream.socket, asio::buffer(data), kAwaitNoThrow);
+    stream.deadline.Clear();  // the next piece may take its time
     co_return !ec;
   }
 
@@ -253,22 +251,23 @@ struct Server::Impl {
 
   // A whole response: head and body in one gather write.
   // `head_only` (HEAD): the Content-Length a GET would get, without the body.
-  awaitable<bool> WriteWhole(beast::tcp_stream& stream, int status, std::string_view content_type,
-                             std::string_view body, bool keep_alive,
-                             std::string_view extra_headers = {}, bool head_only = false) {
+  Task<bool> WriteWhole(TimedSocket& stream, int status, std::string_view content_type,
+                        std::string_view body, bool keep_alive, std::string_view extra_headers = {},
+                        bool head_only = false) {
     const std::string head = ResponseHead(
         status, content_type, fmt::format("{}Content-Length: {}\r\n", extra_headers, body.size()),
         keep_alive);
     if (head_only) body = {};
     const std::array<asio::const_buffer, 2> buffers{asio::buffer(head), asio::buffer(body)};
-    stream.expires_after(options.write_timeout);
-    auto [ec, n] = co_await asio::async_write(stream, buffers, kNoThrow);
+    stream.deadline.Set(options.write_timeout);
+    auto [ec, n] = co_await asio::async_write(stream.socket, buffers, kAwaitNoThrow);
+    stream.deadline.Clear();
     co_return !ec;
   }
 
   // Whether the client closed its side (or reset): it is readable and reading would return
   // end of stream. Bytes it sent (a pipelined request) stay unread.
-  static bool ClientGone(tcp::socket& socket) {
+  static bool ClientGone(LoopSocket& socket) {
     char byte;
     const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
@@ -278,7 +277,7 @@ struct Server::Impl {
   // takes a while (no piece within kWatchAfter), the client's socket is watched too: one
   // that leaves is noticed at once, so the handler can stop the engine's work. Answers that
   // come at once pay nothing for the watch.
-  awaitable<bool> Deliver(beast::tcp_stream& stream, ResponseState& state, bool keep_alive) {
+  Task<bool> Deliver(TimedSocket& stream, ResponseState& state, bool keep_alive) {
     using namespace asio::experimental::awaitable_operators;
     constexpr auto kWatchAfter = std::chrono::milliseconds(20);
     bool quick = true;         // pieces have been coming without a pause
@@ -292,18 +291,18 @@ struct Server::Impl {
       if (pieces.empty()) {
         if (quick) {
           state.wake.expires_after(kWatchAfter);
-          auto [ec] = co_await state.wake.async_wait(kNoThrow);
+          auto [ec] = co_await state.wake.async_wait(kAwaitNoThrow);
           quick = ec == asio::error::operation_aborted;  // woken by a piece, not the clock
           continue;
         }
-        state.wake.expires_at(asio::steady_timer::time_point::max());
+        state.wake.expires_at(LoopTimer::time_point::max());
         if (!watch_client || !state.connected) {
-          co_await state.wake.async_wait(kNoThrow);
+          co_await state.wake.async_wait(kAwaitNoThrow);
         } else {
-          auto woke = co_await (state.wake.async_wait(kNoThrow) ||
-                                stream.socket().async_wait(tcp::socket::wait_read, kNoThrow));
+          auto woke = co_await (state.wake.async_wait(kAwaitNoThrow) ||
+                                stream.socket.async_wait(tcp::socket::wait_read, kAwaitNoThrow));
           if (woke.index() == 1) {
-            if (ClientGone(stream.socket())) {
+            if (ClientGone(stream.socket)) {
               state.Disconnected();
             } else {
               watch_client = false;  // a pipelined request: it waits its turn
@@ -349,30 +348,31 @@ struct Server::Impl {
   // After an early answer (413), read and discard what the client is still sending for a
   // while before closing: closing with unread data makes the kernel reset the connection,
   // and the client then sees a broken pipe instead of our answer.
-  awaitable<void> LingeringClose(beast::tcp_stream& stream) {
+  Task<void> LingeringClose(TimedSocket& stream) {
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-    stream.expires_after(std::chrono::seconds(2));
+    stream.socket.shutdown(tcp::socket::shutdown_send, ignored);
+    stream.deadline.Set(std::chrono::seconds(2));
     std::array<char, 64 * 1024> sink;
     for (size_t total = 0; total < (256u << 20);) {
-      auto [ec, n] = co_await stream.async_read_some(asio::buffer(sink), kNoThrow);
+      auto [ec, n] = co_await stream.socket.async_read_some(asio::buffer(sink), kAwaitNoThrow);
       if (ec) break;
       total += n;
     }
   }
 
-  awaitable<void> Session(tcp::socket socket) {
+  Task<void> Session(LoopSocket socket) {
     beast::error_code peer_ec;
     const bool from_loopback = socket.remote_endpoint(peer_ec).address().is_loopback() && !peer_ec;
-    beast::tcp_stream stream(std::move(socket));
+    TimedSocket stream(std::move(socket));
     beast::flat_buffer buffer;
     bool first = true;
     while (!stopping) {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(options.max_body_bytes);
       parser.header_limit(64 * 1024);
-      stream.expires_after(first ? options.header_timeout : options.idle_timeout);
-      auto [hec, hn] = co_await bhttp::async_read_header(stream, buffer, parser, kNoThrow);
+      stream.deadline.Set(first ? options.header_timeout : options.idle_timeout);
+      auto [hec, hn] =
+          co_await bhttp::async_read_header(stream.socket, buffer, parser, kAwaitNoThrow);
       first = false;
       beast::error_code ec = hec;
       BodyReservation reservation(body_bytes_in_flight);
@@ -407,8 +407,8 @@ struct Server::Impl {
           if (parser.get()[bhttp::field::expect] == "100-continue") {
             co_await WriteRaw(stream, "HTTP/1.1 100 Continue\r\n\r\n");
           }
-          stream.expires_after(options.header_timeout);
-          auto [bec, bn] = co_await bhttp::async_read(stream, buffer, parser, kNoThrow);
+          stream.deadline.Set(options.header_timeout);
+          auto [bec, bn] = co_await bhttp::async_read(stream.socket, buffer, parser, kAwaitNoThrow);
           ec = bec;
         }
       }
@@ -420,7 +420,7 @@ struct Server::Impl {
         break;
       }
       if (ec) {
-        if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
+        if (ec != bhttp::error::end_of_stream && !stream.deadline.expired() &&
             ec != asio::error::eof && ec != asio::error::connection_reset) {
           const ErrorResponse e =
               options.error_formatter(400, fmt::format("malformed HTTP request: {}", ec.message()));
@@ -428,7 +428,7 @@ struct Server::Impl {
         }
         break;
       }
-      stream.expires_never();
+      stream.deadline.Clear();
       auto& msg = parser.get();
       const bool keep_alive = msg.keep_alive() && !stopping;
       auto state = std::make_shared<ResponseState>(co_await asio::this_coro::executor);
@@ -448,7 +448,7 @@ struct Server::Impl {
       if (!again) break;
     }
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.socket.shutdown(tcp::socket::shutdown_send, ignored);
     --connections;
   }
 
@@ -539,7 +539,7 @@ Status Server::Start() {
     s.owns_loops = true;
   }
   auto& accept_loop = *s.loops->impl().loops[0];
-  s.acceptor = std::make_unique<tcp::acceptor>(accept_loop.ioc);
+  s.acceptor = std::make_unique<asio::basic_socket_acceptor<tcp, LoopExecutor>>(accept_loop.ioc);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(s.options.host, ec);
   if (ec)

@@ -191,6 +191,67 @@ TEST(HttpClient, ConnectionsWithBytesAfterTheResponseAreNotReused) {
   EXPECT_EQ(engine.connections(), 3);
 }
 
+// A timeout bounds each wait on the engine, not the time a pooled connection sits idle.
+TEST(HttpClient, TimeoutsBoundTheWaitsOnTheEngineNotTheTimeBetween) {
+  using std::chrono::milliseconds;
+  RawEngine engine("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  Client client;  // closes its pooled connection before the engine waits for it to end
+  auto fetch = [&](uint16_t port) {
+    auto sink = std::make_shared<Collect>();
+    ClientRequest request;
+    request.target = "/x";
+    request.body = "{}";
+    request.timeouts = {milliseconds(1000), milliseconds(150), milliseconds(150)};
+    client.Fetch({"127.0.0.1", port}, std::move(request), sink);
+    const Status status = sink->Wait();
+    return std::pair{sink, status};
+  };
+  {
+    RawEngine silent("");  // reads the request, never answers
+    const auto start = std::chrono::steady_clock::now();
+    auto [sink, status] = fetch(silent.port());
+    EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.message();
+    EXPECT_NE(status.message().find("no response"), std::string::npos) << status.message();
+    EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(140));
+  }
+  {
+    RawEngine stalls("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc");
+    auto [sink, status] = fetch(stalls.port());
+    EXPECT_EQ(sink->status_, 200);
+    EXPECT_EQ(sink->body_, "abc");
+    EXPECT_EQ(status.code(), StatusCode::kDeadlineExceeded) << status.message();
+    EXPECT_NE(status.message().find("cut short"), std::string::npos) << status.message();
+  }
+  for (int i = 0; i < 3; ++i) {
+    auto [sink, status] = fetch(engine.port());
+    EXPECT_TRUE(status.ok()) << status.message();
+    EXPECT_EQ(sink->body_, "ok");
+    std::this_thread::sleep_for(milliseconds(400));  // idle for longer than any timeout
+  }
+  EXPECT_EQ(engine.connections(), 1);
+}
+
+// Likewise on the server: a keep-alive connection outlives its last write's timeout.
+TEST(HttpServer, TheWriteTimeoutEndsWithTheWrite) {
+  ServerOptions options;
+  options.write_timeout = std::chrono::milliseconds(100);
+  options.idle_timeout = std::chrono::milliseconds(2000);
+  Server server(options, [](const Request&, std::shared_ptr<Responder> r) {
+    r->Send(200, "text/plain", "ok");
+  });
+  ASSERT_TRUE(server.Start().ok());
+  const int fd = Connect(server.port());
+  for (int i = 0; i < 2; ++i) {
+    SendAll(fd, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n");
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << "request " << i << ": the connection was closed";
+    EXPECT_NE(std::string(buf, static_cast<size_t>(n)).find("200 OK"), std::string::npos);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  ::close(fd);
+}
+
 TEST(HttpServer, SmugglingFramingIsRejected) {
   std::atomic<int> handled{0};
   Server server({}, [&](const Request&, std::shared_ptr<Responder> r) {
