@@ -4,7 +4,9 @@ nginx (a plain reverse proxy with upstream keep-alive), and through `kvgate serv
 routing: tokenize, hash, match, route, proxy), interleaved in the same run.
 
 Usage: bench/gateway_bench.py [--kvgate build/kvgate] [--seconds 8] [--reps 3] [--proxy-threads 2]
-Prints requests/s and latency p50/p99 per target, and kvgate's ratios to nginx."""
+Prints requests/s and latency p50/p99 per target, the CPU each proxy spends per request (user
+and system, from /proc; steadier than requests/s on a noisy machine), and kvgate's ratios to
+nginx."""
 import argparse
 import json
 import os
@@ -47,15 +49,33 @@ def to_ms(text):
     return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
 
 
-def wrk(url, lua, seconds, connections, threads=1):
+def cpu_seconds(pids):
+    """User and system CPU seconds the processes have used so far."""
+    tick = os.sysconf("SC_CLK_TCK")
+    user = system = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # fields from the 3rd (state) on
+        user += int(fields[11])
+        system += int(fields[12])
+    return user / tick, system / tick
+
+
+def wrk(url, lua, seconds, connections, threads=1, pids=()):
+    """One wrk run; with `pids`, also their CPU per request (us, user and system)."""
+    before = cpu_seconds(pids)
     out = subprocess.run(["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
                           "-s", lua, url], capture_output=True, text=True, check=True).stdout
+    after = cpu_seconds(pids)
+    requests = int(re.search(r"(\d+) requests in", out).group(1))
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     lat = dict(re.findall(r"^\s+(50|99)%\s+(\S+)", out, re.M))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if errors:
         raise RuntimeError(f"{url}: {errors.group(1)} non-2xx responses\n{out}")
-    return {"rps": rps, "p50_ms": to_ms(lat["50"]), "p99_ms": to_ms(lat["99"])}
+    cpu = [(a - b) * 1e6 / max(1, requests) for a, b in zip(after, before)]
+    return {"rps": rps, "p50_ms": to_ms(lat["50"]), "p99_ms": to_ms(lat["99"]),
+            "user_us": cpu[0], "sys_us": cpu[1]}
 
 
 def main():
@@ -108,6 +128,9 @@ http {{
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         nginx = f"http://127.0.0.1:{nport}"
         wait_http(nginx + "/health")
+        nginx_master = procs[-1].pid
+        nginx_workers = subprocess.run(["pgrep", "-P", str(nginx_master)], capture_output=True,
+                                       text=True).stdout.split()
 
         gw_conf = os.path.join(tmp, "kvgate.yaml")
         with open(gw_conf, "w") as f:
@@ -131,11 +154,12 @@ http {{
             wrk(url + "/v1/completions", lua, 2, args.connections)
 
         targets = {"direct": backend, "nginx": nginx, "kvgate": kvgate}
+        proxy_pids = {"direct": [], "nginx": [nginx_master, *nginx_workers], "kvgate": [gw.pid]}
         results = {name: {"load": [], "single": []} for name in targets}
         for _ in range(args.reps):
             for name, url in targets.items():
-                results[name]["load"].append(
-                    wrk(url + "/v1/completions", lua, args.seconds, args.connections))
+                results[name]["load"].append(wrk(url + "/v1/completions", lua, args.seconds,
+                                                 args.connections, pids=proxy_pids[name]))
                 results[name]["single"].append(wrk(url + "/v1/completions", lua, args.seconds, 1))
 
         def med(name, mode, key):
@@ -144,15 +168,22 @@ http {{
         print(f"prompt {len(PROMPT)} chars, max_tokens 1, {args.proxy_threads} proxy threads, "
               f"{args.reps} interleaved reps of {args.seconds} s, medians")
         print(f"{'target':8} {'rps@' + str(args.connections):>10} {'p50 ms':>8} {'p99 ms':>8}"
-              f" {'rps@1':>8} {'p50@1 ms':>9}")
+              f" {'rps@1':>8} {'p50@1 ms':>9} {'proxy cpu us/req (user+sys)':>28}")
         for name in targets:
+            cpu = "" if name == "direct" else (
+                f"{med(name, 'load', 'user_us'):.1f} + {med(name, 'load', 'sys_us'):.1f}")
             print(f"{name:8} {med(name, 'load', 'rps'):10.0f} {med(name, 'load', 'p50_ms'):8.3f} "
                   f"{med(name, 'load', 'p99_ms'):8.3f} {med(name, 'single', 'rps'):8.0f} "
-                  f"{med(name, 'single', 'p50_ms'):9.3f}")
+                  f"{med(name, 'single', 'p50_ms'):9.3f} {cpu:>28}")
+
+        def cpu_per_request(name):
+            return statistics.median(r["user_us"] + r["sys_us"] for r in results[name]["load"])
         ratio = med("kvgate", "load", "rps") / med("nginx", "load", "rps")
         added_kv = (med("kvgate", "single", "p50_ms") - med("direct", "single", "p50_ms")) * 1000
         added_ng = (med("nginx", "single", "p50_ms") - med("direct", "single", "p50_ms")) * 1000
         print(f"kvgate/nginx requests/s at {args.connections} connections: {ratio:.2f}x")
+        print(f"kvgate/nginx CPU per request at {args.connections} connections: "
+              f"{cpu_per_request('kvgate') / cpu_per_request('nginx'):.2f}x")
         print(f"added p50 at 1 connection: kvgate {added_kv:.0f} us, nginx {added_ng:.0f} us")
     finally:
         for p in procs:
