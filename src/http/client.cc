@@ -187,11 +187,9 @@ struct Client::Impl {
       }
       if (ec && reused && IsStaleConnectionError(ec)) continue;  // closed while pooled
       if (ec) {
-        sink->OnDone(
-            Failure(ec,
-                    fmt::format("{} from {}",
-                                conn->stream.deadline.expired() ? "no response" : "request", key),
-                    conn->stream.deadline.expired()));
+        const bool timed_out = conn->stream.deadline.expired();
+        sink->OnDone(Failure(
+            ec, fmt::format("{} from {}", timed_out ? "no response" : "request", key), timed_out));
         co_return;
       }
       auto& header = parser->get();
