@@ -241,6 +241,9 @@ void AddReplayCommand(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--request-weight", f.kv.request_weight, "kv policy: weight of active requests")
       ->capture_default_str();
+  cmd->add_option("--reuse-weight", f.kv.reuse_weight,
+                  "kv policy: bonus per cached block beyond the prefill it saves")
+      ->capture_default_str();
   cmd->add_option("--temperature", f.kv.temperature, "kv policy: 0 = argmin, > 0 = sample")
       ->capture_default_str();
   cmd->callback([&exit_code] { exit_code = Replay(f); });

@@ -114,6 +114,7 @@ void ReadConfig(const YAML::Node& root, GatewayConfig& c) {
                        {"prefill_weight", Into(c.routing.kv.prefill_weight)},
                        {"decode_weight", Into(c.routing.kv.decode_weight)},
                        {"request_weight", Into(c.routing.kv.request_weight)},
+                       {"reuse_weight", Into(c.routing.kv.reuse_weight)},
                        {"temperature", Into(c.routing.kv.temperature)},
                        {"seed", Into(c.routing.seed)}});
         }},

@@ -66,7 +66,7 @@ double KvCost(const KvWeights& w, uint32_t block_size, const Candidate& c, uint3
   const double prefill_blocks = std::max(
       0.0, (static_cast<double>(c.load.prefill_tokens) + prompt_tokens) / block_size - credit);
   return w.prefill_weight * prefill_blocks + w.decode_weight * c.load.decode_blocks +
-         w.request_weight * c.load.requests;
+         w.request_weight * c.load.requests - w.reuse_weight * credit;
 }
 
 std::unique_ptr<SelectionPolicy> MakeKvPolicy(const RouterConfig& config) {

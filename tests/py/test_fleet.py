@@ -350,9 +350,10 @@ class HerdingTest(unittest.TestCase):
         mockers = [Mocker(speedup="1") for _ in range(3)]
         args = ["--block-size", str(BLOCK)] + (["--nats", nats.url] if sync else [])
         # By default nine decoding requests weigh less than the hot worker's 30 cached blocks
-        # (it would take them all); each request weighs more here so that the burst spills.
+        # (their prefill and reuse bonus: it would take them all); each request weighs more
+        # here so that the burst spills.
         config = {"workers": [worker_config(m) for m in mockers],
-                  "routing": {"request_weight": 40}}
+                  "routing": {"request_weight": 80}}
         gateways = [Gateway(*args, config=config) for _ in range(replicas)]
         try:
             if sync:

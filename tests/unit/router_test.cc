@@ -47,6 +47,7 @@ RouterConfig Config(Policy policy, double temperature = 0) {
   c.kv.prefill_weight = 1;  // the hand-computed costs below use unit weights
   c.kv.decode_weight = 1;
   c.kv.request_weight = 1;
+  c.kv.reuse_weight = 0;  // the plain cost; the reuse bonus has its own test
   c.kv.temperature = temperature;
   c.seed = 99;
   return c;
@@ -137,6 +138,31 @@ TEST(Router, LoadWinsWhenTheCachedWorkerIsSaturated) {
   }
   auto d = r.Route({f.local, 32, {}, {}});
   EXPECT_EQ(d->worker.worker, 0u);
+}
+
+// The reuse bonus: a worker holding the prefix keeps the request while its queue costs less
+// than the prefill plus the bonus the cached blocks are worth; without it, the idle worker
+// wins as soon as the queue outweighs the prefill alone.
+TEST(Router, TheReuseWeightKeepsARequestWithItsPrefixUnderSomeQueue) {
+  Fixture f(8);
+  f.Cache(1, 8);
+  auto route_after_queue = [&](double reuse_weight) {
+    RouterConfig config = Config(Policy::kKv);
+    config.kv.request_weight = 0;
+    config.kv.decode_weight = 0;
+    config.kv.reuse_weight = reuse_weight;
+    Router r(config, &f.index);
+    r.AddWorker({0, 0});
+    r.AddWorker({1, 0});
+    const kv::WorkerKey exclude0[] = {{0, 0}};
+    auto queued = r.Route({{}, 40, exclude0, {}});  // 10 blocks to prefill on worker 1
+    EXPECT_EQ(queued->worker.worker, 1u);
+    auto d = r.Route({f.local, 32, {}, {}});
+    return std::pair(d->worker.worker, d->cost);
+  };
+  // Worker 0: 8 blocks to prefill. Worker 1: 10 + 8 - 8 = 10, less the bonus on 8 blocks.
+  EXPECT_EQ(route_after_queue(0), std::pair(0u, 8.0));
+  EXPECT_EQ(route_after_queue(1), std::pair(1u, 10 - 8.0));
 }
 
 // A request's blocks reach the index only once its engine computed them; a longer prompt
