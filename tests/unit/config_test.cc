@@ -20,7 +20,7 @@ TEST(Config, YamlSectionsAndUnknownKeys) {
          "    engine: sglang\n"
          "    kv_events: tcp://10.0.0.1:5557\n"
          "    dp_size: 2\n"
-         "routing: {policy: round_robin, prefill_weight: 4, decode_weight: 0.5}\n"
+         "routing: {policy: round_robin, prefill_weight: 4, decode_weight: 0.5, reuse_weight: 2}\n"
          "limits: {max_in_flight: 10, first_byte_timeout_ms: 1500}\n";
   }
   gateway::GatewayConfig c;
@@ -34,6 +34,7 @@ TEST(Config, YamlSectionsAndUnknownKeys) {
   EXPECT_EQ(c.routing.policy, routing::Policy::kRoundRobin);
   EXPECT_EQ(c.routing.kv.prefill_weight, 4);
   EXPECT_EQ(c.routing.kv.decode_weight, 0.5);
+  EXPECT_EQ(c.routing.kv.reuse_weight, 2);
   EXPECT_EQ(c.limits.first_byte_timeout, std::chrono::milliseconds(1500));
   ASSERT_TRUE(gateway::FinishConfig(&c).ok());
   EXPECT_EQ(c.models, std::vector<std::string>{"kvgate-mock"});
