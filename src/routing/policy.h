@@ -37,7 +37,7 @@ struct KvWeights {
   // prefix where the next request sharing it will look. 8 (one prefill block) raised the kv
   // policy's capacity 1.08-1.2x on the Mooncake and conversation traces and its reuse at half
   // capacity from 88% to 95% of the pooled-LRU bound; 16 and more herded requests onto
-  // memory-starved workers, 128 a single hot prefix onto one (docs/benchmarks.md).
+  // memory-starved workers, 120 a single hot prefix onto one (docs/benchmarks.md).
   double reuse_weight = 8.0;
   double temperature = 0.0;  // 0: argmin; > 0: sample p ~ exp(-normalized_cost / T)
 };
