@@ -22,9 +22,15 @@ Status TextTokens(std::string_view text, bool add_special_tokens, const PromptMo
     ids->assign(bytes, bytes + text.size());
     return Status::Ok();
   }
-  Status s = model.prefix_cache && !add_special_tokens
-                 ? model.prefix_cache->Encode(text, ids)
-                 : model.tokenizer->Encode(text, add_special_tokens, ids);
+  Status s;
+  if (model.prefix_cache != nullptr) {
+    // A long completions prompt that grows (a conversation rendered by the client) reuses
+    // its last version's ids like a chat's; the BOS and such go around them after.
+    s = model.prefix_cache->Encode(text, ids);
+    if (s.ok() && add_special_tokens) model.tokenizer->AddSpecialTokens(ids);
+  } else {
+    s = model.tokenizer->Encode(text, add_special_tokens, ids);
+  }
   if (s.ok()) return s;
   if (note != nullptr) note->failed = "tokenize";
   return Status(StatusCode::kFailedPrecondition, fmt::format("tokenizer: {}", s.message()));

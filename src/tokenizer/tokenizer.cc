@@ -439,18 +439,19 @@ Status Tokenizer::Encode(std::string_view text, bool add_special_tokens,
                          std::vector<uint32_t>* ids) const {
   ids->clear();
   if (!IsValidUtf8(text)) return Status::Error("input is not valid UTF-8");
-  if (!add_special_tokens || !impl_->has_template) {
-    impl_->EncodeText(text, *ids);
-    return Status::Ok();
-  }
-  for (const TemplateItem& item : impl_->single_template) {
-    if (item.sequence) {
-      impl_->EncodeText(text, *ids);
-    } else {
-      ids->insert(ids->end(), item.ids.begin(), item.ids.end());
-    }
-  }
+  impl_->EncodeText(text, *ids);
+  if (add_special_tokens) AddSpecialTokens(ids);
   return Status::Ok();
+}
+
+void Tokenizer::AddSpecialTokens(std::vector<uint32_t>* ids) const {
+  if (!impl_->has_template) return;
+  const std::vector<uint32_t> text_ids = std::move(*ids);
+  ids->clear();
+  for (const TemplateItem& item : impl_->single_template) {
+    const std::vector<uint32_t>& part = item.sequence ? text_ids : item.ids;
+    ids->insert(ids->end(), part.begin(), part.end());
+  }
 }
 
 void Tokenizer::EncodeFrom(std::string_view text, size_t from, std::vector<uint32_t>* ids,

@@ -25,6 +25,9 @@ class Tokenizer {
 
   // Fails only on invalid UTF-8.
   Status Encode(std::string_view text, bool add_special_tokens, std::vector<uint32_t>* ids) const;
+  // Turns Encode(text, false)'s ids into Encode(text, true)'s: the special tokens the
+  // post-processor puts around a text (a BOS, say), if it has any.
+  void AddSpecialTokens(std::vector<uint32_t>* ids) const;
 
   // Where encoding can resume: right after an added token (and any whitespace it strips).
   // Added tokens are split off before anything else, so the ids before such a point do not

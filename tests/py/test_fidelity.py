@@ -135,6 +135,39 @@ class FidelityTest(unittest.TestCase):
             gw.close()
             m.close()
 
+    def test_a_growing_completions_prompt_is_tokenized_past_its_last_version(self):
+        """Clients that render the conversation themselves send it as a completions prompt:
+        it goes through the prompt cache too, with the tokenizer's BOS in front (Llama 3.1
+        adds one), and the engine counts the same prompt tokens."""
+        m = Mocker("--model-dir", LLAMA)
+        gw = Gateway("--model-dir", LLAMA, config={"workers": [worker_config(m)]})
+        try:
+            def turn(role, content):
+                return f"<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
+            prompt = turn("system", "You review code. " * 300)
+            rng = random.Random(5)
+            words = ["cache", "東京", "naïve", "return x;", "\n", "  ", "if (a < b) {", "}",
+                     "prefix", "é", "worker", "0x1f", "<|eot_id|>", "token"]
+            for _ in range(8):
+                prompt += turn("user", " ".join(rng.choice(words)
+                                                for _ in range(rng.randint(50, 400))))
+                status, body = gw.post("/v1/completions", {
+                    "prompt": prompt + "<|start_header_id|>assistant<|end_header_id|>\n\n",
+                    "max_tokens": 3})
+                self.assertEqual(status, 200, body)
+                prompt += turn("assistant", body["choices"][0]["text"])
+            w = self.workers(gw)[0]
+            self.assertEqual(w["fidelity"]["requests"], 8)
+            self.assertEqual(w["fidelity"]["prompt_tokens_mismatch"], 0)
+            _, text = gw.request("GET", "/metrics")
+            self.assertEqual(metric(text, "kvgate_prompt_cache_texts_total"), 8)
+            reused = metric(text, "kvgate_prompt_cache_bytes_total", kind="reused")
+            tokenized = metric(text, "kvgate_prompt_cache_bytes_total", kind="tokenized")
+            self.assertGreater(reused, 3 * tokenized)
+        finally:
+            gw.close()
+            m.close()
+
     def test_another_block_size_is_caught_by_the_canary(self):
         m = Mocker("--block-size", "8")
         gw = Gateway(config={"workers": [worker_config(m)], "block_size": 16})

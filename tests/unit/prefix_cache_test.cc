@@ -14,7 +14,8 @@
 namespace kvgate::tokenizer {
 namespace {
 
-std::unique_ptr<Tokenizer> SmallTokenizer() {
+// `post_processor`: none, or a template that puts special tokens around the text.
+std::unique_ptr<Tokenizer> SmallTokenizer(bool with_template = false) {
   namespace json = boost::json;
   // A few merges, so that the split of a word matters.
   ByteLevelBpe bpe =
@@ -47,6 +48,16 @@ std::unique_ptr<Tokenizer> SmallTokenizer() {
                      {"unk_token", nullptr},
                      {"fuse_unk", false},
                      {"byte_fallback", false}}}};
+  if (with_template) {
+    auto special = [](const char* id) { return json::object{{"SpecialToken", {{"id", id}}}}; };
+    doc["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", json::array{special("<s>"), json::object{{"Sequence", {{"id", "A"}}}},
+                               special("<end>")}},
+        {"special_tokens",
+         {{"<s>", {{"id", "<s>"}, {"ids", {next - 4}}, {"tokens", {"<s>"}}}},
+          {"<end>", {{"id", "<end>"}, {"ids", {next - 2}}, {"tokens", {"<end>"}}}}}}};
+  }
   return LoadTokenizerJson(doc);
 }
 
@@ -78,6 +89,31 @@ TEST(PrefixCache, GrowingBranchingTextsGetEncodesIdsAndReuseTheirPrefix) {
   }
   EXPECT_GT(static_cast<double>(reused) / total, 0.8);
   EXPECT_LE(cache.bytes(), size_t{1} << 20);
+}
+
+// Text prompts (completions) want the post-processor's special tokens: the cache keeps the
+// text's ids, and AddSpecialTokens puts them around, as Encode(text, true) does.
+TEST(PrefixCache, SpecialTokensGoAroundTheCachedIdsAsEncodeWithThemPutsThem) {
+  std::unique_ptr<Tokenizer> tok = SmallTokenizer(/*with_template=*/true);
+  ASSERT_TRUE(tok);
+  PrefixCache cache(*tok, 1 << 20);
+  std::string text(5000, 'a');
+  for (int turn = 0; turn < 20; ++turn) {
+    text += turn % 2 ? " ab<t>abc " : "WORD xx<end>\n";
+    std::vector<uint32_t> want, plain, got;
+    ASSERT_TRUE(tok->Encode(text, true, &want).ok());
+    ASSERT_TRUE(tok->Encode(text, false, &plain).ok());
+    ASSERT_EQ(want.size(), plain.size() + 2);  // the template adds one token on each side
+    PrefixCache::Use use;
+    ASSERT_TRUE(cache.Encode(text, &got, &use).ok());
+    tok->AddSpecialTokens(&got);
+    ASSERT_EQ(got, want) << "turn " << turn;
+    // (From the third text on: the first one's only added token ends it, and a resume point
+    // needs the byte after it to hold.)
+    if (turn >= 2) {
+      EXPECT_GT(use.reused_bytes, 5000u) << "turn " << turn;
+    }
+  }
 }
 
 TEST(PrefixCache, StaysWithinItsBudgetAndShortTextsAreNotKept) {
