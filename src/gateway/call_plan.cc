@@ -36,6 +36,15 @@ std::string CallPlan::EngineBody(engines::EngineKind engine) const {
 
 Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const http::Request& req,
                 CallPlan* plan) {
+  boost::system::error_code ec;
+  json::value body = api::ParseJson(req.body, ec);
+  if (ec)
+    return Status::InvalidArgument(fmt::format("the body is not valid JSON: {}", ec.message()));
+  return PlanCall(model, eagle_hashes, api, req, std::move(body), plan);
+}
+
+Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const http::Request& req,
+                json::value body, CallPlan* plan) {
   plan->api = api;
   plan->path = req.path;
   for (const char* name : {"x-request-id", "traceparent", "tracestate"}) {
@@ -43,10 +52,6 @@ Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const
       plan->forward_headers.emplace_back(name, std::string(v));
     }
   }
-  boost::system::error_code ec;
-  json::value body = api::ParseJson(req.body, ec);
-  if (ec)
-    return Status::InvalidArgument(fmt::format("the body is not valid JSON: {}", ec.message()));
   api::InferenceRequest& r = plan->request;
   // A template that fails where the engine's may not must not turn the request away.
   if (Status s = api::ParseInferenceRequest(api, body, model.files.prompt_model(), &r,

@@ -44,7 +44,8 @@ struct CallPlan {
   std::string EngineBody(engines::EngineKind engine) const;
 
  private:
-  friend Status PlanCall(const ServedModel&, bool, api::Api, const http::Request&, CallPlan*);
+  friend Status PlanCall(const ServedModel&, bool, api::Api, const http::Request&,
+                         boost::json::value, CallPlan*);
   std::string body_;                  // ready as it is ...
   boost::json::object experts_body_;  // ... or finished per engine (routed experts)
 };
@@ -56,5 +57,8 @@ routing::RouteRequest RouteRequestOf(const CallPlan& plan, routing::FairShare fa
 // unknown model) and the message the client gets.
 Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const http::Request& req,
                 CallPlan* plan);
+// The same with `req`'s body already parsed (`body`).
+Status PlanCall(const ServedModel& model, bool eagle_hashes, api::Api api, const http::Request& req,
+                boost::json::value body, CallPlan* plan);
 
 }  // namespace kvgate::gateway

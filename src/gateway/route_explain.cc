@@ -1,5 +1,6 @@
 #include "gateway/route_explain.h"
 
+#include "api/request_fields.h"
 #include "wire/event.h"
 
 namespace kvgate::gateway {
@@ -23,14 +24,16 @@ json::object LoadJson(const routing::WorkerLoad& load) {
 Status ExplainRoute(CallServices& s, const http::Request& req,
                     const std::function<std::string(uint32_t slot)>& worker_id, std::string* out) {
   boost::system::error_code ec;
-  const json::value body = json::parse(req.body, ec);
+  json::value body = api::ParseJson(req.body, ec);
   if (ec || !body.is_object()) {
     return Status::InvalidArgument("the body must be a chat or completions request (JSON)");
   }
   const api::Api api =
       body.as_object().contains("messages") ? api::Api::kChat : api::Api::kCompletions;
   CallPlan plan;
-  if (Status st = PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, &plan); !st.ok()) {
+  if (Status st =
+          PlanCall(s.model, s.router.wants_eagle_hashes(), api, req, std::move(body), &plan);
+      !st.ok()) {
     return st;
   }
   const routing::RouteExplanation e =
@@ -40,6 +43,7 @@ Status ExplainRoute(CallServices& s, const http::Request& req,
                         {"dp_rank", c.worker.dp_rank},
                         {"overlap", OverlapJson(c.overlap)},
                         {"cached_blocks", c.overlap.total()},
+                        {"in_flight_blocks", c.in_flight_blocks},
                         {"load", LoadJson(c.load)},
                         {"cost", busy ? json::value(nullptr) : json::value(c.cost)},
                         {"busy", busy},

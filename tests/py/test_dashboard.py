@@ -78,6 +78,9 @@ class ExplainTest(unittest.TestCase):
             status, e = gw.post("/admin/route/explain", {"prompt": prompt, "max_tokens": 1})
             busy = [c for c in e["candidates"] if c["busy"]]
             self.assertEqual([(c["worker"], c["cost"]) for c in busy], [(holder, None)])
+            # The streaming request's blocks count as cached where it went, before any event.
+            self.assertEqual({c["worker"]: c["in_flight_blocks"] for c in e["candidates"]},
+                             {w: 6 if w == holder else 0 for w in gw.worker_ids.values()})
             self.assertNotEqual(e["chosen"], holder)
             r.close()
             # Bad bodies get OpenAI-shaped 400s.

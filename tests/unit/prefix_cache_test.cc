@@ -52,8 +52,8 @@ std::unique_ptr<Tokenizer> SmallTokenizer(bool with_template = false) {
     auto special = [](const char* id) { return json::object{{"SpecialToken", {{"id", id}}}}; };
     doc["post_processor"] = {
         {"type", "TemplateProcessing"},
-        {"single", json::array{special("<s>"), json::object{{"Sequence", {{"id", "A"}}}},
-                               special("<end>")}},
+        {"single",
+         json::array{special("<s>"), json::object{{"Sequence", {{"id", "A"}}}}, special("<end>")}},
         {"special_tokens",
          {{"<s>", {{"id", "<s>"}, {"ids", {next - 4}}, {"tokens", {"<s>"}}}},
           {"<end>", {{"id", "<end>"}, {"ids", {next - 2}}, {"tokens", {"<end>"}}}}}}};
