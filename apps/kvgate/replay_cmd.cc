@@ -102,6 +102,7 @@ int Replay(const ReplayFlags& f) {
   report.replicas = f.replicas;
   report.sync = options.sync;
   report.sync_delay_ms = f.sync_delay_ms;
+  report.kv = f.kv;
   report.ideal_reuse = replay::IdealReuse(trace, f.block_size, f.trace_block_size);
   const uint32_t fleet = options.workers + options.prefill_workers;
   report.bound_reuse =

@@ -102,6 +102,11 @@ std::string ReportJson(const Report& report) {
                    {"gateways", json::object{{"replicas", report.replicas},
                                              {"sync", report.sync},
                                              {"sync_delay_ms", report.sync_delay_ms}}},
+                   {"kv_policy", json::object{{"prefill_weight", report.kv.prefill_weight},
+                                              {"decode_weight", report.kv.decode_weight},
+                                              {"request_weight", report.kv.request_weight},
+                                              {"reuse_weight", report.kv.reuse_weight},
+                                              {"temperature", report.kv.temperature}}},
                    {"policies", std::move(policies)}};
   if (report.slo_ttft_p90_ms > 0) {
     out["capacity"] = json::object{{"slo_ttft_p90_ms", report.slo_ttft_p90_ms}};

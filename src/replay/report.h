@@ -43,6 +43,7 @@ struct Report {
   bool sync = true;
   double sync_delay_ms = 0;
   double slo_ttft_p90_ms = 0;  // > 0: each policy's capacity was searched for under this SLO
+  routing::KvWeights kv;       // the kv policy's weights, so that runs can be compared
   std::vector<PolicySummary> policies;
 };
 

@@ -46,6 +46,10 @@ class ReplayTest(unittest.TestCase):
                 self.assertTrue(0 <= q["p50"] <= q["p90"] <= q["p99"], (key, q))
             self.assertGreater(p["throughput_rps"], 0)
         self.assertEqual(strip_wall(a), strip_wall(self.replay()))
+        # The kv policy's weights are in the report, as given.
+        self.assertEqual(a["kv_policy"]["reuse_weight"], 8)
+        b = self.replay("--policy", "kv", "--reuse-weight", "3", "--decode-weight", "0.5")
+        self.assertEqual((b["kv_policy"]["reuse_weight"], b["kv_policy"]["decode_weight"]), (3, 0.5))
 
     def test_reuse_never_beats_one_pooled_cache_under_overload(self):
         # Every prompt is unique, so no request can be served from cache (bound_reuse 0), and
