@@ -105,6 +105,25 @@ class FidelityTest(unittest.TestCase):
             gw.close()
             m.close()
 
+    @staticmethod
+    def user_message(rng, end_token):
+        """Prose, code, accents, CJK and the model's end-of-turn token as plain text."""
+        words = ["cache", "東京", "naïve", "return x;", "\n", "  ", "if (a < b) {", "}",
+                 "prefix", "é", "worker", "0x1f", end_token, "token"]
+        return " ".join(rng.choice(words) for _ in range(rng.randint(50, 400)))
+
+    def assert_turns_counted_alike_and_reused(self, gw, turns):
+        """The engine, tokenizing every turn whole, counted what the gateway did; the gateway
+        tokenized most of each turn's prompt from the last one's."""
+        w = self.workers(gw)[0]
+        self.assertEqual(w["fidelity"]["requests"], turns)
+        self.assertEqual(w["fidelity"]["prompt_tokens_mismatch"], 0)
+        _, text = gw.request("GET", "/metrics")
+        self.assertEqual(metric(text, "kvgate_prompt_cache_texts_total"), turns)
+        reused = metric(text, "kvgate_prompt_cache_bytes_total", kind="reused")
+        tokenized = metric(text, "kvgate_prompt_cache_bytes_total", kind="tokenized")
+        self.assertGreater(reused, 3 * tokenized)
+
     def test_a_growing_conversation_is_tokenized_past_its_last_turn_and_counts_agree(self):
         """The gateway's prompt cache (docs/design.md §16): each turn of a long chat is
         tokenized past the previous one only, and the engine, tokenizing every turn whole,
@@ -114,23 +133,13 @@ class FidelityTest(unittest.TestCase):
         try:
             messages = [{"role": "system", "content": "You review code. " * 300}]
             rng = random.Random(3)
-            words = ["cache", "東京", "naïve", "return x;", "\n", "  ", "if (a < b) {", "}",
-                     "prefix", "é", "worker", "0x1f", "<|im_end|>", "token"]
-            for turn in range(8):
-                messages.append({"role": "user", "content": " ".join(
-                    rng.choice(words) for _ in range(rng.randint(50, 400)))})
+            for _ in range(8):
+                messages.append({"role": "user", "content": self.user_message(rng, "<|im_end|>")})
                 status, body = gw.post("/v1/chat/completions",
                                        {"messages": messages, "max_tokens": 3})
                 self.assertEqual(status, 200, body)
                 messages.append(body["choices"][0]["message"])
-            w = self.workers(gw)[0]
-            self.assertEqual(w["fidelity"]["requests"], 8)
-            self.assertEqual(w["fidelity"]["prompt_tokens_mismatch"], 0)
-            _, text = gw.request("GET", "/metrics")
-            self.assertEqual(metric(text, "kvgate_prompt_cache_texts_total"), 8)
-            reused = metric(text, "kvgate_prompt_cache_bytes_total", kind="reused")
-            tokenized = metric(text, "kvgate_prompt_cache_bytes_total", kind="tokenized")
-            self.assertGreater(reused, 3 * tokenized)  # most of each turn came from the last
+            self.assert_turns_counted_alike_and_reused(gw, 8)
         finally:
             gw.close()
             m.close()
@@ -146,24 +155,14 @@ class FidelityTest(unittest.TestCase):
                 return f"<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>"
             prompt = turn("system", "You review code. " * 300)
             rng = random.Random(5)
-            words = ["cache", "東京", "naïve", "return x;", "\n", "  ", "if (a < b) {", "}",
-                     "prefix", "é", "worker", "0x1f", "<|eot_id|>", "token"]
             for _ in range(8):
-                prompt += turn("user", " ".join(rng.choice(words)
-                                                for _ in range(rng.randint(50, 400))))
+                prompt += turn("user", self.user_message(rng, "<|eot_id|>"))
                 status, body = gw.post("/v1/completions", {
                     "prompt": prompt + "<|start_header_id|>assistant<|end_header_id|>\n\n",
                     "max_tokens": 3})
                 self.assertEqual(status, 200, body)
                 prompt += turn("assistant", body["choices"][0]["text"])
-            w = self.workers(gw)[0]
-            self.assertEqual(w["fidelity"]["requests"], 8)
-            self.assertEqual(w["fidelity"]["prompt_tokens_mismatch"], 0)
-            _, text = gw.request("GET", "/metrics")
-            self.assertEqual(metric(text, "kvgate_prompt_cache_texts_total"), 8)
-            reused = metric(text, "kvgate_prompt_cache_bytes_total", kind="reused")
-            tokenized = metric(text, "kvgate_prompt_cache_bytes_total", kind="tokenized")
-            self.assertGreater(reused, 3 * tokenized)
+            self.assert_turns_counted_alike_and_reused(gw, 8)
         finally:
             gw.close()
             m.close()
