@@ -136,7 +136,9 @@ class StreamTest(unittest.TestCase):
             # Chained stores all land: the index holds one block per applied batch.
             self.assertEqual(entries, seq + 1)
         self.assertEqual(seen, list(range(10)))
-        self.assertIn(4, self.pub.replay_requests)
+        # Seq 4..6 came by replay: asked from 4 or, when kvgate joined after seq 0 had gone
+        # by (seen under load, with ASan), from where it joined.
+        self.assertTrue(any(r <= 4 for r in self.pub.replay_requests), self.pub.replay_requests)
 
         # Restart: seq back to 0 with different content -> old blocks are dropped.
         self.pub.restart()
