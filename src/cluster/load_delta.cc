@@ -60,6 +60,11 @@ std::string EncodeDelta(const LoadDelta& d) {
       o["dp_rank"] = d.dp_rank;
       o["prefill_tokens"] = d.prefill_tokens;
       o["decode_blocks"] = d.decode_blocks;
+      if (d.prefix_blocks > 0) {
+        o["prefix"] =
+            json::object{{"blocks", d.prefix_blocks},
+                         {"hashes", json::array(d.prefix_hashes.begin(), d.prefix_hashes.end())}};
+      }
       [[fallthrough]];
     case DeltaKind::kFirstToken:
     case DeltaKind::kFinished:
@@ -104,6 +109,17 @@ Status DecodeDelta(std::string_view text, LoadDelta* d) {
       ok = ok && ReadString(o, "worker", &d->worker) && Read(o, "dp_rank", &d->dp_rank) &&
            Read(o, "prefill_tokens", &d->prefill_tokens) &&
            Read(o, "decode_blocks", &d->decode_blocks);
+      if (const json::value* prefix = o.if_contains("prefix"); ok && prefix != nullptr) {
+        const json::object* p = prefix->if_object();
+        const json::value* hashes = p ? p->if_contains("hashes") : nullptr;
+        ok = p && Read(*p, "blocks", &d->prefix_blocks) && hashes && hashes->is_array() &&
+             hashes->as_array().size() <= 64;
+        for (size_t i = 0; ok && i < hashes->as_array().size(); ++i) {
+          const json::value& h = hashes->as_array()[i];
+          ok = h.is_uint64() || (h.is_int64() && h.as_int64() >= 0);
+          if (ok) d->prefix_hashes.push_back(h.to_number<uint64_t>());
+        }
+      }
       [[fallthrough]];
     case DeltaKind::kFirstToken:
     case DeltaKind::kFinished:

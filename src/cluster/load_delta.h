@@ -37,6 +37,10 @@ struct LoadDelta {
   uint32_t dp_rank = 0;
   uint32_t prefill_tokens = 0;  // prompt tokens not predicted cached
   uint32_t decode_blocks = 0;
+  // The prompt's marks (routing::PrefixMarks: its full blocks and a few chained block hashes),
+  // so that peers count it as soon-cached there too; optional.
+  uint32_t prefix_blocks = 0;
+  std::vector<uint64_t> prefix_hashes;
   // kHeartbeat:
   std::string replica;  // a name for people (host:port of the replica)
   uint64_t in_flight = 0;

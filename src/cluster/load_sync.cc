@@ -164,6 +164,8 @@ void LoadSync::OnLocalChange(const routing::LoadChange& c) {
     d.dp_rank = c.worker.dp_rank;
     d.prefill_tokens = c.prefill_tokens;
     d.decode_blocks = c.decode_blocks;
+    d.prefix_blocks = c.prefix.blocks;
+    d.prefix_hashes = c.prefix.hashes;
   }
   Publish(std::move(d));
 }
@@ -204,7 +206,8 @@ void LoadSync::Receive(std::string_view data) {
     if (ledger_ != nullptr) ledger_->ApplyPeerUsage(d.origin, d.usage);
     return;
   }
-  routing::LoadChange change{static_cast<routing::LoadChange::Kind>(d.kind), d.request, {}, 0, 0};
+  routing::LoadChange change{
+      static_cast<routing::LoadChange::Kind>(d.kind), d.request, {}, 0, 0, {}};
   if (d.kind == DeltaKind::kRouted) {
     const std::optional<uint32_t> slot = names_.slot_of(d.worker);
     if (!slot) {
@@ -214,6 +217,8 @@ void LoadSync::Receive(std::string_view data) {
     change.worker = {*slot, d.dp_rank};
     change.prefill_tokens = d.prefill_tokens;
     change.decode_blocks = d.decode_blocks;
+    // (Marks that do not fit their block count are dropped by the view, the load kept.)
+    change.prefix = {d.prefix_blocks, std::move(d.prefix_hashes)};
   }
   view_.Apply(change);
 }

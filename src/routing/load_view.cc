@@ -13,7 +13,7 @@ WorkerLoad Get(const absl::flat_hash_map<kv::WorkerKey, WorkerLoad>& loads, kv::
 }  // namespace
 
 void LoadView::OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
-                        uint32_t decode_blocks) {
+                        uint32_t decode_blocks, PrefixMarks prefix) {
   {
     std::lock_guard lock(mu_);
     auto [it, inserted] =
@@ -23,8 +23,10 @@ void LoadView::OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tok
     load.prefill_tokens += prefill_tokens;
     load.decode_blocks += decode_blocks;
     ++load.requests;
+    // Under the view's lock, so that a finish applied right after cannot come first.
+    if (prefix.blocks > 0) prompts_.Add(id, worker, prefix);
   }
-  Notify({LoadChange::Kind::kRouted, id, worker, prefill_tokens, decode_blocks});
+  Notify({LoadChange::Kind::kRouted, id, worker, prefill_tokens, decode_blocks, std::move(prefix)});
 }
 
 void LoadView::OnFirstToken(RequestId id) {
@@ -35,7 +37,7 @@ void LoadView::OnFirstToken(RequestId id) {
     LoadsOf(id)[it->second.worker].prefill_tokens -= it->second.prefill_tokens;
     it->second.prefill_tokens = 0;
   }
-  Notify({LoadChange::Kind::kFirstToken, id, {}, 0, 0});
+  Notify({LoadChange::Kind::kFirstToken, id, {}, 0, 0, {}});
 }
 
 void LoadView::Forget(RequestId id, const InFlightRequest& r) {
@@ -54,14 +56,15 @@ void LoadView::OnFinished(RequestId id) {
     if (it == requests_.end()) return;
     Forget(id, it->second);
     requests_.erase(it);
+    prompts_.Remove(id);
   }
-  Notify({LoadChange::Kind::kFinished, id, {}, 0, 0});
+  Notify({LoadChange::Kind::kFinished, id, {}, 0, 0, {}});
 }
 
 void LoadView::Apply(const LoadChange& c) {
   switch (c.kind) {
     case LoadChange::Kind::kRouted:
-      return OnRouted(c.id, c.worker, c.prefill_tokens, c.decode_blocks);
+      return OnRouted(c.id, c.worker, c.prefill_tokens, c.decode_blocks, c.prefix);
     case LoadChange::Kind::kFirstToken:
       return OnFirstToken(c.id);
     case LoadChange::Kind::kFinished:
@@ -74,6 +77,7 @@ void LoadView::RemoveWorker(kv::WorkerKey worker) {
   local_.erase(worker);
   peers_.erase(worker);
   absl::erase_if(requests_, [&](const auto& entry) { return entry.second.worker == worker; });
+  prompts_.RemoveWorker(worker);
 }
 
 void LoadView::RemoveOrigin(uint16_t origin) {
@@ -85,7 +89,10 @@ void LoadView::RemoveOrigin(uint16_t origin) {
       gone.push_back(id);
     }
   }
-  for (RequestId id : gone) requests_.erase(id);
+  for (RequestId id : gone) {
+    requests_.erase(id);
+    prompts_.Remove(id);
+  }
 }
 
 WorkerLoad LoadView::Load(kv::WorkerKey worker) const {

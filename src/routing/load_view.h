@@ -1,7 +1,7 @@
 // Active load per worker: prefill tokens until a request's first token, decode blocks and
-// the request itself until it finishes. Fed by this gateway's routing decisions and, from
-// outside the router, by others' (peer gateway replicas) under their own request ids.
-// Thread-safe.
+// the request itself until it finishes; and the prompts in flight (routing/
+// in_flight_prefixes.h). Fed by this gateway's routing decisions and, from outside the
+// router, by others' (peer gateway replicas) under their own request ids. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "kv/prefix_index.h"
+#include "routing/in_flight_prefixes.h"
 
 namespace kvgate::routing {
 
@@ -40,6 +41,7 @@ struct LoadChange {
   kv::WorkerKey worker{};
   uint32_t prefill_tokens = 0;
   uint32_t decode_blocks = 0;
+  PrefixMarks prefix;  // its prompt, for the kv policy's in-flight credit (may be empty)
 };
 
 // Told of this process's own load changes, to share them with peer replicas. Called after
@@ -59,8 +61,8 @@ class LoadView {
   // Before any load arrives; null: none. Not owned.
   void SetLocalListener(LocalLoadListener* listener) { listener_ = listener; }
 
-  void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens,
-                uint32_t decode_blocks);
+  void OnRouted(RequestId id, kv::WorkerKey worker, uint32_t prefill_tokens, uint32_t decode_blocks,
+                PrefixMarks prefix = {});
   void OnFirstToken(RequestId id);
   void OnFinished(RequestId id);  // also for failed and cancelled requests
   // One of the three above, as a peer's change arrives.
@@ -70,6 +72,12 @@ class LoadView {
   // Forgets everything requests of `origin` contributed (a peer that went silent).
   void RemoveOrigin(uint16_t origin);
 
+  // The workers that requests in flight (everyone's) will have cached a prefix of
+  // `sequence_hashes` on, and its length in blocks (InFlightPrefixes::Match).
+  void MatchInFlight(std::span<const uint64_t> sequence_hashes,
+                     std::vector<std::pair<kv::WorkerKey, uint32_t>>& out) const {
+    prompts_.Match(sequence_hashes, out);
+  }
   // Everyone's load on `worker`.
   WorkerLoad Load(kv::WorkerKey worker) const;
   // The part of it from this process's requests, and from other origins'.
@@ -100,6 +108,7 @@ class LoadView {
   mutable std::mutex mu_;
   absl::flat_hash_map<RequestId, InFlightRequest> requests_;
   Loads local_, peers_;
+  InFlightPrefixes prompts_;  // (its own lock)
 };
 
 }  // namespace kvgate::routing

@@ -53,7 +53,6 @@ void Router::RemoveWorker(kv::WorkerKey worker) {
   std::erase_if(workers_, [&](const WorkerState& w) { return w.key == worker; });
   loads_->RemoveWorker(worker);
   policy_->OnWorkerRemoved(worker);
-  in_flight_.RemoveWorker(worker);
 }
 
 std::vector<kv::WorkerKey> Router::RoutableWorkers() const {
@@ -86,7 +85,7 @@ void Router::LookUp(const RouteRequest& request, std::vector<kv::Overlap>& overl
   if (!tracks_in_flight()) return;
   MatchOverlaps(request, overlaps);
   kv::SequenceHashes(request.local_hashes, sequence_hashes);
-  in_flight_.Match(sequence_hashes, in_flight);
+  loads_->MatchInFlight(sequence_hashes, in_flight);
 }
 
 void Router::Gather(const RouteRequest& request, const std::vector<kv::Overlap>& overlaps,
@@ -161,14 +160,11 @@ std::optional<RouteDecision> Router::Route(const RouteRequest& request, bool* al
   const uint32_t prefill = request.prompt_tokens > cached_tokens
                                ? static_cast<uint32_t>(request.prompt_tokens - cached_tokens)
                                : 0;
-  loads_->OnRouted(d.id, d.worker, prefill, (request.prompt_tokens + bs - 1) / bs);
-  if (tracks_in_flight()) in_flight_.Add(d.id, d.worker, std::move(sequence_hashes));
+  loads_->OnRouted(d.id, d.worker, prefill, (request.prompt_tokens + bs - 1) / bs,
+                   tracks_in_flight() ? PrefixMarks::Of(sequence_hashes) : PrefixMarks{});
   return d;
 }
 
-void Router::OnFinished(RequestId id) {
-  loads_->OnFinished(id);
-  in_flight_.Remove(id);
-}
+void Router::OnFinished(RequestId id) { loads_->OnFinished(id); }
 
 }  // namespace kvgate::routing

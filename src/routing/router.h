@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kv/prefix_index.h"
-#include "routing/in_flight_prefixes.h"
 #include "routing/load_view.h"
 #include "routing/policy.h"
 
@@ -103,7 +102,6 @@ class Router {
     bool prefill_only = false;
   };
   std::vector<WorkerState> workers_;
-  InFlightPrefixes in_flight_;
   uint64_t next_sequence_ = 1;
 };
 

@@ -312,6 +312,48 @@ class TenantLimitsAcrossReplicasTest(unittest.TestCase):
             nats.close()
 
 
+class PromptsInFlightAcrossReplicasTest(unittest.TestCase):
+    """A conversation's next turn that reaches another replica while the previous turn is
+    still in flight finds the worker that turn went to: routed deltas carry the prompt's
+    marks (docs/design.md §11), not only its load."""
+
+    def test_a_peers_request_in_flight_counts_as_cached_where_it_went(self):
+        nats = Nats()
+        mockers = [Mocker() for _ in range(3)]
+        config = {"workers": [worker_config(m) for m in mockers]}
+        gateways = [Gateway("--block-size", str(BLOCK), "--nats", nats.url, config=config)
+                    for _ in range(2)]
+        try:
+            for gw in gateways:
+                gw.wait_metric("kvgate_cluster_peers", lambda v: v == 1, timeout=5)
+            turn = [3000 + i for i in range(12 * BLOCK)]  # 12 blocks
+            next_turn = turn + [7] * (4 * BLOCK)
+            stream = long_stream(gateways[0], turn)
+            _, text = gateways[0].request("GET", "/admin/workers")
+            holder = [w["id"] for w in json.loads(text)["workers"]
+                      if w["active_requests"]["local"] == 1]
+            self.assertEqual(len(holder), 1)
+
+            def in_flight_on_b():
+                status, e = gateways[1].post("/admin/route/explain",
+                                             {"prompt": next_turn, "max_tokens": 1})
+                self.assertEqual(status, 200, e)
+                return {c["worker"]: c["in_flight_blocks"] for c in e["candidates"]}
+            seen = wait_until(lambda: any(in_flight_on_b().values()) and in_flight_on_b(),
+                              timeout=5, what="the peer's prompt in flight")
+            self.assertEqual(seen, {w: 12 if w == holder[0] else 0
+                                    for w in gateways[1].worker_ids.values()})
+            stream.close()  # it ends: the credit goes with it
+            wait_until(lambda: not any(in_flight_on_b().values()), timeout=5,
+                       what="the peer's request to end")
+        finally:
+            for gw in gateways:
+                gw.close()
+            for m in mockers:
+                m.close()
+            nats.close()
+
+
 class HerdingTest(unittest.TestCase):
     """A burst of long requests sharing a cached prefix, spread over gateways: with load
     shared over NATS, replicas place it as one gateway does (the cost function spills the

@@ -81,6 +81,8 @@ TEST(LoadDelta, EveryKindRoundTrips) {
   routed.dp_rank = 3;
   routed.prefill_tokens = 4000;
   routed.decode_blocks = 250;
+  routed.prefix_blocks = 5;
+  routed.prefix_hashes = {0xffffffffffffffffull, 1, 2, 3};  // blocks 0, 1, 3 and 4
   cluster::LoadDelta beat;
   beat.kind = DeltaKind::kHeartbeat;
   beat.replica = "10.0.0.9:8000";
@@ -106,6 +108,12 @@ TEST(LoadDelta, EveryKindRoundTrips) {
       std::tuple(back.request, back.worker, back.dp_rank, back.prefill_tokens, back.decode_blocks),
       std::tuple(routed.request, routed.worker, routed.dp_rank, routed.prefill_tokens,
                  routed.decode_blocks));
+  EXPECT_EQ(std::tuple(back.prefix_blocks, back.prefix_hashes),
+            std::tuple(routed.prefix_blocks, routed.prefix_hashes));
+  // Without a prompt (a policy that keeps none) there is no "prefix" at all.
+  routed.prefix_blocks = 0;
+  routed.prefix_hashes.clear();
+  EXPECT_EQ(cluster::EncodeDelta(routed).find("prefix"), std::string::npos);
 }
 
 TEST(LoadDelta, MalformedMessagesAreRefused) {
@@ -118,6 +126,11 @@ TEST(LoadDelta, MalformedMessagesAreRefused) {
            R"({"kind":"finished","instance":1,"origin":70000,"seq":1,"request":5})",
            R"({"kind":"routed","instance":1,"origin":1,"seq":1,"request":5,"worker":"w",)"
            R"("dp_rank":0,"prefill_tokens":-4,"decode_blocks":1})",
+           R"({"kind":"routed","instance":1,"origin":1,"seq":1,"request":5,"worker":"w",)"
+           R"("dp_rank":0,"prefill_tokens":4,"decode_blocks":1,"prefix":{"blocks":2,)"
+           R"("hashes":[1,"two"]}})",
+           R"({"kind":"routed","instance":1,"origin":1,"seq":1,"request":5,"worker":"w",)"
+           R"("dp_rank":0,"prefill_tokens":4,"decode_blocks":1,"prefix":[1,2]})",
            R"({"kind":"usage","instance":1,"origin":1,"seq":1})",  // no usage
            R"({"kind":"usage","instance":1,"origin":1,"seq":1,"usage":[{"tenant":"a"}]})",
            R"({"kind":"usage","instance":1,"origin":1,"seq":1,"usage":[{"tenant":"a",)"

@@ -114,5 +114,34 @@ TEST(LoadView, APeersChangesApplyAsTheyWereMade) {
   EXPECT_EQ(mine.PeersLoad(w).requests, 1u);
 }
 
+// A peer's request in flight counts as soon-cached where it went, as this replica's own do,
+// until it finishes or the peer goes silent.
+TEST(LoadView, APeersPromptsInFlightAreMatchedUntilTheyEnd) {
+  LoadView mine(1), peer(2);
+  std::vector<LoadChange> sent;
+  struct Forward : LocalLoadListener {
+    std::vector<LoadChange>& out;
+    explicit Forward(std::vector<LoadChange>& o) : out(o) {}
+    void OnLocalChange(const LoadChange& c) override { out.push_back(c); }
+  } forward(sent);
+  peer.SetLocalListener(&forward);
+  const kv::WorkerKey w{4, 1};
+  const std::vector<uint64_t> prompt = {11, 12, 13, 14, 15, 16};  // (chained hashes)
+  const std::vector<uint64_t> next_turn = {11, 12, 13, 14, 15, 16, 17, 18};
+  peer.OnRouted(MakeRequestId(2, 1), w, 96, 6, PrefixMarks::Of(prompt));
+  peer.OnRouted(MakeRequestId(2, 2), w, 16, 1, PrefixMarks::Of({{11}}));
+  for (const LoadChange& c : sent) mine.Apply(c);
+  std::vector<std::pair<kv::WorkerKey, uint32_t>> m;
+  mine.MatchInFlight(next_turn, m);
+  EXPECT_EQ(m, (std::vector<std::pair<kv::WorkerKey, uint32_t>>{{w, 6}}));
+  peer.OnFinished(MakeRequestId(2, 1));
+  mine.Apply(sent.back());
+  mine.MatchInFlight(next_turn, m);
+  EXPECT_EQ(m, (std::vector<std::pair<kv::WorkerKey, uint32_t>>{{w, 1}}));
+  mine.RemoveOrigin(2);  // the peer went silent
+  mine.MatchInFlight(next_turn, m);
+  EXPECT_TRUE(m.empty());
+}
+
 }  // namespace
 }  // namespace kvgate::routing

@@ -100,8 +100,8 @@ TEST(Replay, ReplicasThatShareLoadRouteAsOneGateway) {
   ReplayOptions options = FourWorkers();
   options.speed = 6;  // busy enough that load, not only cache, decides
   // Load alone decides between holders and non-holders here. With the default reuse bonus
-  // the cache decides most placements on this small trace (p90: one gateway 170 ms, four
-  // synced 195 ms, unsynced 147 ms; on the Mooncake trace 598 / 597 / 827 ms).
+  // the cache decides most placements on this small trace, and not sharing load shows at p99
+  // only (one gateway and four synced: p90 170 ms, p99 1469 ms; unsynced 147 / 2959 ms).
   options.kv_weights.reuse_weight = 0;
   auto run = [&](uint32_t replicas, bool sync, double delay_ms = 0) {
     options.replicas = replicas;
