@@ -91,55 +91,55 @@ TEST(LoadView, OnlyLocalChangesReachTheListenerAndOnlyOnce) {
   EXPECT_EQ(l.calls.size(), 3u);
 }
 
+// Two replicas' views: what `peer` changes reaches `mine` when delivered, as over NATS.
+struct Replicas {
+  struct Collect : LocalLoadListener {
+    std::vector<LoadChange> sent;
+    void OnLocalChange(const LoadChange& c) override { sent.push_back(c); }
+  } collect;
+  LoadView mine{1}, peer{2};
+  size_t delivered = 0;
+  Replicas() { peer.SetLocalListener(&collect); }
+  void Deliver() {
+    for (; delivered < collect.sent.size(); ++delivered) mine.Apply(collect.sent[delivered]);
+  }
+};
+
 TEST(LoadView, APeersChangesApplyAsTheyWereMade) {
-  LoadView mine(1), peer(2);
-  std::vector<LoadChange> sent;
-  struct Forward : LocalLoadListener {
-    std::vector<LoadChange>& out;
-    explicit Forward(std::vector<LoadChange>& o) : out(o) {}
-    void OnLocalChange(const LoadChange& c) override { out.push_back(c); }
-  } forward(sent);
-  peer.SetLocalListener(&forward);
+  Replicas r;
   const kv::WorkerKey w{4, 1};
-  peer.OnRouted(MakeRequestId(2, 1), w, 300, 20);
-  peer.OnRouted(MakeRequestId(2, 2), w, 100, 7);
-  peer.OnFirstToken(MakeRequestId(2, 1));
-  for (const LoadChange& c : sent) mine.Apply(c);
-  EXPECT_EQ(mine.PeersLoad(w).prefill_tokens, peer.LocalLoad(w).prefill_tokens);
-  EXPECT_EQ(mine.PeersLoad(w).decode_blocks, 27u);
-  EXPECT_EQ(mine.PeersLoad(w).requests, 2u);
-  EXPECT_EQ(mine.LocalLoad(w).requests, 0u);
-  peer.OnFinished(MakeRequestId(2, 2));
-  mine.Apply(sent.back());
-  EXPECT_EQ(mine.PeersLoad(w).requests, 1u);
+  r.peer.OnRouted(MakeRequestId(2, 1), w, 300, 20);
+  r.peer.OnRouted(MakeRequestId(2, 2), w, 100, 7);
+  r.peer.OnFirstToken(MakeRequestId(2, 1));
+  r.Deliver();
+  EXPECT_EQ(r.mine.PeersLoad(w).prefill_tokens, r.peer.LocalLoad(w).prefill_tokens);
+  EXPECT_EQ(r.mine.PeersLoad(w).decode_blocks, 27u);
+  EXPECT_EQ(r.mine.PeersLoad(w).requests, 2u);
+  EXPECT_EQ(r.mine.LocalLoad(w).requests, 0u);
+  r.peer.OnFinished(MakeRequestId(2, 2));
+  r.Deliver();
+  EXPECT_EQ(r.mine.PeersLoad(w).requests, 1u);
 }
 
 // A peer's request in flight counts as soon-cached where it went, as this replica's own do,
 // until it finishes or the peer goes silent.
 TEST(LoadView, APeersPromptsInFlightAreMatchedUntilTheyEnd) {
-  LoadView mine(1), peer(2);
-  std::vector<LoadChange> sent;
-  struct Forward : LocalLoadListener {
-    std::vector<LoadChange>& out;
-    explicit Forward(std::vector<LoadChange>& o) : out(o) {}
-    void OnLocalChange(const LoadChange& c) override { out.push_back(c); }
-  } forward(sent);
-  peer.SetLocalListener(&forward);
+  Replicas r;
   const kv::WorkerKey w{4, 1};
   const std::vector<uint64_t> prompt = {11, 12, 13, 14, 15, 16};  // (chained hashes)
   const std::vector<uint64_t> next_turn = {11, 12, 13, 14, 15, 16, 17, 18};
-  peer.OnRouted(MakeRequestId(2, 1), w, 96, 6, PrefixMarks::Of(prompt));
-  peer.OnRouted(MakeRequestId(2, 2), w, 16, 1, PrefixMarks::Of({{11}}));
-  for (const LoadChange& c : sent) mine.Apply(c);
+  r.peer.OnRouted(MakeRequestId(2, 1), w, 96, 6, PrefixMarks::Of(prompt));
+  r.peer.OnRouted(MakeRequestId(2, 2), w, 16, 1, PrefixMarks::Of({{11}}));
+  r.Deliver();
   std::vector<std::pair<kv::WorkerKey, uint32_t>> m;
-  mine.MatchInFlight(next_turn, m);
+  r.mine.MatchInFlight(next_turn, m);
   EXPECT_EQ(m, (std::vector<std::pair<kv::WorkerKey, uint32_t>>{{w, 6}}));
-  peer.OnFinished(MakeRequestId(2, 1));
-  mine.Apply(sent.back());
-  mine.MatchInFlight(next_turn, m);
+  r.peer.OnFinished(MakeRequestId(2, 1));
+  r.Deliver();
+  r.mine.MatchInFlight(next_turn, m);
   EXPECT_EQ(m, (std::vector<std::pair<kv::WorkerKey, uint32_t>>{{w, 1}}));
-  mine.RemoveOrigin(2);  // the peer went silent
-  mine.MatchInFlight(next_turn, m);
+  r.mine.RemoveOrigin(2);  // the peer went silent
+  r.mine.MatchInFlight(next_turn, m);
   EXPECT_TRUE(m.empty());
 }
 
