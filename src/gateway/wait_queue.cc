@@ -71,18 +71,24 @@ void WaitQueue::Drop(Level& level, uint32_t tenant) {
 }
 
 void WaitQueue::Pump() {
+  if (pumping_thread_.load() == std::this_thread::get_id()) {
+    // A request this very pump started ended at once and pumps: the pump goes round again
+    // (taking the lock here would deadlock).
+    pump_again_ = true;
+    return;
+  }
   std::vector<Leave> left;  // clients that left, told outside the lock
   {
-    std::unique_lock lock(mu_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      // Another pump runs (maybe this very thread's, further up): it goes round again.
-      pump_again_ = true;
-      if (!lock.try_lock()) return;
-    }
+    // Waits for a push, a sweep or another pump to finish: a pump that gave up instead could
+    // leave a request waiting beside a free worker until the next sweep. (Callers hold no
+    // lock that a start() takes.)
+    std::lock_guard lock(mu_);
+    pumping_thread_ = std::this_thread::get_id();
     do {
       pump_again_ = false;
       PumpLocked(left);
     } while (pump_again_);
+    pumping_thread_ = std::thread::id();
   }
   for (Leave& leave : left) leave(Exit::kClientLeft);
 }
@@ -158,8 +164,8 @@ void WaitQueue::Sweep() {
     const bool waiting = size_ > 0;
     lock.unlock();
     for (auto& [leave, why] : left) leave(why);
-    // A pump that found the lock taken (by a push or by this sweep) may have been missed:
-    // pump every tick while requests wait.
+    // Workers also come free without a pump (a peer replica's request ends): pump every
+    // tick while requests wait.
     if (waiting) Pump();
     lock.lock();
   }

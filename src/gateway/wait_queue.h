@@ -80,7 +80,8 @@ class WaitQueue {
   mutable std::mutex mu_;
   std::map<int, Level, std::greater<>> levels_;  // highest priority first
   size_t size_ = 0;
-  std::atomic<bool> pump_again_{false};  // a Pump came while another ran
+  std::atomic<bool> pump_again_{false};            // a start() of the running pump pumped again
+  std::atomic<std::thread::id> pumping_thread_{};  // the thread running PumpLocked, if any
   std::condition_variable stop_cv_;
   bool stop_ = false;
   std::thread sweeper_;
