@@ -26,7 +26,7 @@ namespace kvgate::routing {
 // part. Small enough to send to peers with every routed request (about log2(blocks) hashes).
 struct PrefixMarks {
   uint32_t blocks = 0;           // the prompt's full blocks
-  std::vector<uint64_t> hashes;  // at MarkPositions(blocks), in order
+  std::vector<uint64_t> hashes;  // at ForEachPosition(blocks), in order
 
   static PrefixMarks Of(std::span<const uint64_t> sequence_hashes);
   // Calls `f(position)` for 0, 1, 3, 7, ... below blocks - 1, then blocks - 1.
